@@ -1,0 +1,121 @@
+/**
+ * Every setting of the service, read once at start-up through Effect `Config`.
+ *
+ * Each entry names its environment variable, its default and a one-line description; the README's
+ * configuration table is checked against `settingsTable` by a test, so the two cannot drift.
+ * All entries are parsed even when an earlier one fails, so a bad deployment sees every mistake
+ * in one start-up message instead of one per restart.
+ */
+import { Cause, Config, ConfigProvider, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const mib = 1024 * 1024
+
+
+/** A setting with a parser and an optional range check whose message names the bound. */
+interface Setting<A> {
+  readonly env: string
+  readonly doc: string
+  readonly defaultText: string
+  readonly config: Config.Config<A>
+  readonly check?: (a: A) => string | undefined
+}
+
+const intIn = (name: string, fallback: number, min: number, max: number) => ({
+  config: Config.Int(name).pipe(Config.withDefault(fallback)),
+  check: (n: number) => (n >= min && n <= max ? undefined : `must be an integer from ${min} to ${max}, got ${n}`)
+})
+
+const setting = <A>(
+  env: string,
+  doc: string,
+  defaultText: string,
+  parse: Config.Config<A> | { config: Config.Config<A>; check: (a: A) => string | undefined }
+): Setting<A> => (Config.isConfig(parse) ? { env, doc, defaultText, config: parse } : { env, doc, defaultText, ...parse })
+
+const logLevels = ["trace", "debug", "info", "warn", "error", "fatal", "none"] as const
+export type LogLevelName = (typeof logLevels)[number]
+
+const cpuCount = Math.max(1, os.availableParallelism?.() ?? os.cpus().length)
+
+/** The table itself; order is the README order. */
+export const settings = {
+  port: setting("PORT", "TCP port for HTTP and WebSocket traffic (0 picks a free port)", "8080", intIn("PORT", 8080, 0, 65535)),
+  host: setting("HOST", "Interface to listen on", "0.0.0.0", Config.String("HOST").pipe(Config.withDefault("0.0.0.0"))),
+  siteUrl: setting("SITE_URL", "Public root URL of the site (discovery documents, OAuth, preview URLs); the API is at SITE_URL/api/v1", "http://localhost:PORT", Config.option(Config.URL("SITE_URL"))),
+  dataDir: setting("DATA_DIR", "Directory for the embedded database, blobs and temporary uploads", "./data", Config.String("DATA_DIR").pipe(Config.withDefault("./data"))),
+  databaseUrl: setting("DATABASE_URL", "PostgreSQL URL; when unset an embedded PGlite database under DATA_DIR/pglite is used", "(unset: embedded)", Config.option(Config.Redacted("DATABASE_URL"))),
+  workers: setting("WORKERS", "Inference worker threads in the pool", "number of CPUs", intIn("WORKERS", cpuCount, 1, 256)),
+  poolMaxQueue: setting("POOL_MAX_QUEUE", "Tasks that may wait for a worker before new work is refused with 503", "512", intIn("POOL_MAX_QUEUE", 512, 1, 1_000_000)),
+  maxJsonBodyBytes: setting("MAX_JSON_BODY_BYTES", "Largest JSON request body, bytes", String(mib), intIn("MAX_JSON_BODY_BYTES", mib, 1024, 64 * mib)),
+  logLevel: setting("LOG_LEVEL", `Log level: ${logLevels.join(", ")}`, "info", Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as const))),
+  shutdownGraceMs: setting("SHUTDOWN_GRACE_MS", "After SIGTERM, how long in-flight requests and streams may run before they are cut, ms", "10000", intIn("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000)),
+  initialCredits: setting("INITIAL_CREDITS", "Credits given to a user created without an explicit amount", "10000", intIn("INITIAL_CREDITS", 10_000, 0, Number.MAX_SAFE_INTEGER))
+} as const
+
+type Settings = typeof settings
+export type AppConfigShape = {
+  readonly [K in keyof Settings]: Settings[K] extends Setting<infer A> ? A : never
+} & { readonly apiBase: string; readonly siteUrlText: string }
+
+export class AppConfig extends Context.Service<AppConfig, AppConfigShape>()("speech/runtime/AppConfig") {}
+
+/** Parses every setting and reports all failures together. */
+export const loadConfig = (provider: ConfigProvider.ConfigProvider) =>
+  Effect.gen(function*() {
+    const values: Record<string, unknown> = {}
+    const problems: Array<string> = []
+    for (const [key, s] of Object.entries(settings) as Array<[string, Setting<unknown>]>) {
+      const result = yield* Effect.exit(s.config.parse(provider))
+      if (result._tag === "Failure") {
+        problems.push(`${s.env}: ${describe(result.cause)}`)
+        continue
+      }
+      const complaint = s.check?.(result.value)
+      if (complaint !== undefined) problems.push(`${s.env}: ${complaint}`)
+      values[key] = result.value
+    }
+    if (problems.length > 0) {
+      return yield* Effect.fail(new InvalidConfigError({ problems }))
+    }
+    const v = values as Omit<AppConfigShape, "apiBase" | "siteUrlText">
+    const siteUrlText = Option.match(v.siteUrl, {
+      onNone: () => `http://localhost:${v.port}`,
+      onSome: (u) => u.toString().replace(/\/+$/, "")
+    })
+    const config: AppConfigShape = {
+      ...v,
+      dataDir: path.resolve(v.dataDir),
+      siteUrlText,
+      apiBase: "/api/v1"
+    }
+    return config
+  })
+
+/** The schema's own message, without Effect's wrappers, is what an operator needs to read. */
+const describe = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause) as { cause?: { message?: string }; message?: string }
+  return (error.cause?.message ?? error.message ?? String(error)).split("\n")[0]!
+}
+
+export class InvalidConfigError extends Error {
+  readonly _tag = "InvalidConfigError"
+  constructor(readonly fields: { problems: ReadonlyArray<string> }) {
+    super(`invalid configuration:\n  ${fields.problems.join("\n  ")}`)
+  }
+}
+
+/** Layer reading the process environment; the only place that touches `process.env`. */
+export const AppConfigFromEnv = Layer.effect(AppConfig, loadConfig(ConfigProvider.fromEnv()))
+
+/** Layer for tests and tools: explicit values as if they were environment variables. */
+export const AppConfigFrom = (env: Record<string, string>) =>
+  Layer.effect(AppConfig, loadConfig(ConfigProvider.fromEnvRecord(env as never)))
+
+/** Rows for the README configuration table. */
+export const settingsTable = (): Array<{ env: string; defaultText: string; doc: string }> =>
+  Object.values(settings).map(({ env, defaultText, doc }) => ({ env, defaultText, doc }))
+
+export const databaseUrlText = (c: AppConfigShape): string | undefined =>
+  Option.match(c.databaseUrl, { onNone: () => undefined, onSome: (r) => Redacted.value(r) })
