@@ -1,0 +1,60 @@
+/** Shared plumbing for the benchmarks: free ports, child processes that announce readiness. */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync } from "node:fs"
+import * as net from "node:net"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+
+export const root = path.resolve(import.meta.dirname, "..")
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as net.AddressInfo
+      s.close(() => resolve(port))
+    })
+    s.on("error", reject)
+  })
+
+/** Spawns a process and resolves once a line of its stdout matches `ready`. */
+export const startProcess = (
+  command: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  ready: RegExp
+): Promise<ChildProcess> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] })
+    let buffered = ""
+    const onData = (d: Buffer) => {
+      buffered += d.toString()
+      if (ready.test(buffered)) {
+        child.stdout!.off("data", onData)
+        child.stdout!.resume()
+        resolve(child)
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.once("exit", (code) => reject(new Error(`${command} ${args.join(" ")} exited with ${code} before it was ready`)))
+  })
+
+/** Starts the service on a free port with a fresh embedded database; resolves its site URL. */
+export const startService = async (env: Record<string, string> = {}) => {
+  const port = await freePort()
+  const dataDir = mkdtempSync(path.join(tmpdir(), "speech-bench-"))
+  const child = await startProcess(
+    process.execPath,
+    ["--import", "tsx", "runtime/main.ts"],
+    { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
+    /"msg":"listening"/
+  )
+  return { child, port, site: `http://127.0.0.1:${port}`, dataDir }
+}
+
+export const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null) return resolve()
+    child.once("exit", () => resolve())
+    child.kill("SIGTERM")
+  })

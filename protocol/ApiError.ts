@@ -1,0 +1,83 @@
+/**
+ * The one error the HTTP edge knows how to answer with, and the table that turns every domain
+ * error of the service into it.
+ *
+ * Domain modules keep their own tagged errors with a `reason`; this file is the only place that
+ * decides which status and `detail.status` code a reason becomes (SPEC 2.1, 7). Anything not in
+ * the table is an internal fault: the client sees a generic 500 and the log gets the cause with
+ * the request id.
+ */
+import { Data } from "effect"
+
+export class ApiError extends Data.TaggedError("ApiError")<{
+  readonly status: number
+  readonly code: string
+  readonly message: string
+  /** Extra response headers, e.g. `Allow` on 405. */
+  readonly headers?: Readonly<Record<string, string>>
+}> {}
+
+export const badRequest = (message: string, code = "invalid_request") => new ApiError({ status: 400, code, message })
+export const notFound = (message: string, code = "not_found") => new ApiError({ status: 404, code, message })
+export const payloadTooLarge = (limitBytes: number) =>
+  new ApiError({ status: 413, code: "payload_too_large", message: `request body exceeds the limit of ${limitBytes} bytes` })
+export const unsupportedMediaType = (message: string, code = "unsupported_media_type") =>
+  new ApiError({ status: 415, code, message })
+export const unauthorized = (message: string, code = "invalid_api_key") => new ApiError({ status: 401, code, message })
+
+/** The SPEC 2.1 error body. */
+export const errorBody = (e: ApiError): string => JSON.stringify({ detail: { status: e.code, message: e.message } })
+
+interface Mapping {
+  readonly status: number
+  readonly code: string
+  /** When false the client gets a generic message (the real one is logged). */
+  readonly exposeMessage: boolean
+}
+
+/**
+ * `<_tag>.<reason>` of each domain error → its HTTP answer. Add a row when a module adds a
+ * reason; an unmapped domain error is a bug that shows up as a 500 in the log.
+ */
+const table: Record<string, Mapping> = {
+  "AccountsError.InvalidKey": { status: 401, code: "invalid_api_key", exposeMessage: true },
+  "AccountsError.InsufficientCredits": { status: 402, code: "quota_exceeded", exposeMessage: true },
+  "AccountsError.UserNotFound": { status: 404, code: "user_not_found", exposeMessage: true },
+  "AccountsError.KeyNotFound": { status: 404, code: "key_not_found", exposeMessage: true },
+  "PoolError.QueueFull": { status: 503, code: "server_busy", exposeMessage: true },
+  "PoolError.Closed": { status: 503, code: "shutting_down", exposeMessage: true },
+  "PoolError.TaskFailed": { status: 502, code: "engine_failed", exposeMessage: true },
+  "PoolError.WorkerCrashed": { status: 502, code: "engine_failed", exposeMessage: false }
+}
+
+/** Rows of the table, for the test that checks every mapping and for documentation. */
+export const errorTable = (): ReadonlyArray<readonly [string, Mapping]> => Object.entries(table)
+
+/**
+ * Turns any failure into the ApiError to send. Returns `internal: true` when the cause must be
+ * logged as a fault rather than as a client mistake.
+ */
+export const toApiError = (failure: unknown): { error: ApiError; internal: boolean } => {
+  if (failure instanceof ApiError) return { error: failure, internal: failure.status >= 500 }
+  const tagged = failure as { _tag?: unknown; reason?: unknown; message?: unknown }
+  if (typeof tagged?._tag === "string") {
+    const row = table[`${tagged._tag}.${String(tagged.reason)}`]
+    if (row !== undefined) {
+      const message = row.exposeMessage && typeof tagged.message === "string" && tagged.message.length > 0
+        ? tagged.message
+        : genericMessage(row.status)
+      return { error: new ApiError({ status: row.status, code: row.code, message }), internal: row.status >= 500 }
+    }
+  }
+  return { error: new ApiError({ status: 500, code: "internal_error", message: genericMessage(500) }), internal: true }
+}
+
+const genericMessage = (status: number): string =>
+  status === 502 ? "the engine failed to process the request" : "internal server error; see the server log for the request id"
+
+export const statusText: Record<number, string> = {
+  200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
+  402: "Payment Required", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+  409: "Conflict", 411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
+  429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"
+}

@@ -1,0 +1,117 @@
+/**
+ * Framework-free shapes of one HTTP exchange: what a handler sees and what it returns.
+ *
+ * `runtime/HttpServer.ts` fills these from uWebSockets.js; handlers in `protocol/routes` never
+ * touch uWS. A handler is decode → call → encode and returns a `Reply`: either a complete body,
+ * or a stream that writes through a backpressure-aware `ResponseWriter`.
+ */
+import type { Effect, Schema } from "effect"
+import type { ApiError } from "./ApiError.ts"
+
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+
+export interface HttpRequest {
+  readonly method: string
+  /** Path without the query string, percent-decoding left to the router per segment. */
+  readonly path: string
+  readonly query: URLSearchParams
+  /** Lower-cased header names. */
+  readonly headers: Readonly<Record<string, string>>
+  readonly requestId: string
+  readonly remoteAddress: string
+}
+
+/** Reads the request body while it arrives; each call may be made once per request. */
+export interface BodyReader {
+  /** The whole body, failing with 413 as soon as more than `limitBytes` have arrived. */
+  readonly bytes: (limitBytes: number) => Effect.Effect<Uint8Array, ApiError>
+  /**
+   * Each chunk in order to `onChunk` (copied, safe to keep); the socket is paused while the
+   * returned effect runs, so a slow consumer slows the client instead of buffering in memory.
+   */
+  readonly chunks: <E>(
+    limitBytes: number,
+    onChunk: (chunk: Uint8Array) => Effect.Effect<void, E>
+  ) => Effect.Effect<number, ApiError | E>
+}
+
+export interface Principal {
+  readonly userId: string
+  readonly keyId: string | null
+  readonly scopes: ReadonlyArray<string>
+}
+
+export interface RequestContext {
+  readonly request: HttpRequest
+  readonly params: Readonly<Record<string, string>>
+  readonly principal: Principal | null
+  readonly body: BodyReader
+}
+
+export interface ResponseWriter {
+  /** Resolves once uWS has accepted the chunk; waits for `onWritable` under backpressure. */
+  readonly write: (chunk: Uint8Array) => Effect.Effect<void>
+  /** True once the client has gone; writes after that are dropped. */
+  readonly aborted: () => boolean
+}
+
+export type Reply<R = never> =
+  | {
+    readonly _tag: "Full"
+    readonly status: number
+    readonly headers: Readonly<Record<string, string>>
+    readonly body: string | Uint8Array
+  }
+  | {
+    readonly _tag: "Stream"
+    readonly status: number
+    readonly headers: Readonly<Record<string, string>>
+    /** Failures after the head is sent close the connection (SPEC 4.1 rule 3: a short read). */
+    readonly write: (writer: ResponseWriter) => Effect.Effect<void, unknown, R>
+  }
+
+export const Reply = {
+  json: (status: number, value: unknown, headers: Record<string, string> = {}): Reply => ({
+    _tag: "Full",
+    status,
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(value)
+  }),
+  bytes: (status: number, body: Uint8Array | string, headers: Record<string, string>): Reply => ({
+    _tag: "Full",
+    status,
+    headers,
+    body
+  }),
+  stream: <R>(status: number, headers: Record<string, string>, write: (w: ResponseWriter) => Effect.Effect<void, unknown, R>): Reply<R> => ({
+    _tag: "Stream",
+    status,
+    headers,
+    write
+  })
+}
+
+/** Who may call a route: a credential required, optional (anonymous allowed), or none looked at. */
+export type AuthMode = "key" | "optional" | "none"
+
+export interface ResponseDoc {
+  readonly description: string
+  readonly schema?: Schema.Top
+  /** Defaults to application/json when a schema is given. */
+  readonly contentType?: string
+}
+
+/** A route: its documentation (OpenAPI is generated from these) and its handler. */
+export interface Route<R = never> {
+  readonly method: Method
+  /** OpenAPI-style template, e.g. `/api/v1/voices/{voice_id}`. */
+  readonly path: string
+  readonly auth: AuthMode
+  readonly operationId: string
+  readonly summary: string
+  readonly tags: ReadonlyArray<string>
+  readonly query?: Schema.Top
+  readonly requestBody?: { readonly contentType: string; readonly schema: Schema.Top; readonly required?: boolean }
+  readonly responses: Readonly<Record<number, ResponseDoc>>
+  readonly handler: (ctx: RequestContext) => Effect.Effect<Reply<R>, unknown, R>
+}

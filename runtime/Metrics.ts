@@ -1,0 +1,59 @@
+/**
+ * Service metrics in Prometheus text format, built on Effect's `Metric` registry.
+ *
+ * Request metrics are labelled by route template (never the raw path, which would let clients
+ * create unbounded label sets), method and status. Metric objects per label set are cached so
+ * the per-request cost is two map lookups and two unsafe updates, no Effect allocation.
+ */
+import { Context, Effect, Metric } from "effect"
+import { PrometheusMetrics } from "effect/observability"
+
+/** Seconds; covers fast JSON answers up to long syntheses. */
+const latencyBoundaries = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
+export class HttpMetrics {
+  private readonly counters = new Map<string, Metric.Counter<number>>()
+  private readonly histograms = new Map<string, Metric.Histogram<number>>()
+
+  constructor(private readonly context: Context.Context<never>) {}
+
+  /** Records one finished request; `seconds` is wall time from arrival to last byte. */
+  record(route: string, method: string, status: number, seconds: number): void {
+    const key = `${method} ${route} ${status}`
+    let counter = this.counters.get(key)
+    if (counter === undefined) {
+      counter = Metric.counter("http_requests_total", {
+        description: "HTTP requests by route template, method and status",
+        attributes: { route, method, status: String(status) }
+      })
+      this.counters.set(key, counter)
+    }
+    const hkey = `${method} ${route}`
+    let histogram = this.histograms.get(hkey)
+    if (histogram === undefined) {
+      histogram = Metric.histogram("http_request_duration_seconds", {
+        description: "HTTP request latency by route template and method, seconds",
+        attributes: { route, method },
+        boundaries: latencyBoundaries
+      })
+      this.histograms.set(hkey, histogram)
+    }
+    counter.updateUnsafe(1, this.context)
+    histogram.updateUnsafe(seconds, this.context)
+  }
+}
+
+/** Gauges whose value is read at scrape time from a live source (pool, sessions). */
+export interface GaugeSource {
+  readonly name: string
+  readonly description: string
+  readonly read: () => number
+}
+
+export const renderMetrics = (sources: ReadonlyArray<GaugeSource>) =>
+  Effect.gen(function*() {
+    for (const s of sources) {
+      yield* Metric.update(Metric.gauge(s.name, { description: s.description }), s.read())
+    }
+    return yield* PrometheusMetrics.format()
+  })

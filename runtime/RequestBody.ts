@@ -1,0 +1,132 @@
+/**
+ * Streaming request-body reader over uWS `onData`.
+ *
+ * uWS drops body bytes that arrive while no `onData` handler is attached, so the handler is
+ * attached synchronously when the request arrives and chunks are queued until a consumer asks.
+ * Hazards handled here: uWS neuters each chunk's ArrayBuffer when the callback returns (we copy),
+ * the queue is bounded by pausing the socket (`res.pause()`), and the size limit is enforced as
+ * bytes arrive: a body past its limit fails with 413 without being read to the end.
+ */
+import type { HttpResponse } from "@based/uws"
+import { Effect } from "effect"
+import { type ApiError, badRequest, payloadTooLarge } from "../protocol/ApiError.ts"
+import type { BodyReader } from "../protocol/Http.ts"
+
+/** Bytes queued before the socket is paused, while nobody consumes. */
+const highWaterBytes = 256 * 1024
+
+export class RequestBody implements BodyReader {
+  private readonly queue: Array<Uint8Array> = []
+  private queuedBytes = 0
+  private received = 0
+  private ended: boolean
+  private paused = false
+  private consumed = false
+  private wake: (() => void) | undefined
+
+  constructor(
+    private readonly res: HttpResponse,
+    /** From Content-Length; undefined when chunked or absent. */
+    private readonly declaredLength: number | undefined,
+    expectsBody: boolean
+  ) {
+    this.ended = !expectsBody
+    if (expectsBody) {
+      res.onData((chunk, isLast) => {
+        // Must copy: the ArrayBuffer is neutered as soon as this callback returns.
+        const copy = new Uint8Array(chunk.byteLength)
+        copy.set(new Uint8Array(chunk))
+        this.received += copy.byteLength
+        if (copy.byteLength > 0) {
+          this.queue.push(copy)
+          this.queuedBytes += copy.byteLength
+        }
+        if (isLast) this.ended = true
+        if (!this.ended && this.queuedBytes >= highWaterBytes && !this.paused) {
+          this.paused = true
+          res.pause()
+        }
+        this.notify()
+      })
+    }
+  }
+
+  /** Called from onAborted: wakes a waiting consumer so its fiber can finish. */
+  abort(): void {
+    this.ended = true
+    this.notify()
+  }
+
+  /** True when bytes of the body were left unread; the connection must then be closed. */
+  get unread(): boolean {
+    return !this.ended || this.queuedBytes > 0
+  }
+
+  private notify(): void {
+    const w = this.wake
+    this.wake = undefined
+    w?.()
+  }
+
+  private next(): Effect.Effect<Uint8Array | undefined> {
+    return Effect.callback<Uint8Array | undefined>((resume) => {
+      const take = () => {
+        const chunk = this.queue.shift()
+        if (chunk !== undefined) {
+          this.queuedBytes -= chunk.byteLength
+          if (this.paused && this.queuedBytes < highWaterBytes / 2) {
+            this.paused = false
+            this.res.resume()
+          }
+          resume(Effect.succeed(chunk))
+          return true
+        }
+        if (this.ended) {
+          resume(Effect.succeed(undefined))
+          return true
+        }
+        return false
+      }
+      if (!take()) this.wake = () => void take()
+      return Effect.sync(() => {
+        this.wake = undefined
+      })
+    })
+  }
+
+  readonly chunks = <E>(limitBytes: number, onChunk: (chunk: Uint8Array) => Effect.Effect<void, E>) => {
+    const self = this
+    return Effect.gen(function*() {
+      if (self.consumed) return yield* Effect.fail<ApiError | E>(badRequest("request body already consumed"))
+      self.consumed = true
+      if (self.declaredLength !== undefined && self.declaredLength > limitBytes) {
+        return yield* Effect.fail(payloadTooLarge(limitBytes))
+      }
+      let total = 0
+      while (true) {
+        const chunk = yield* self.next()
+        if (chunk === undefined) break
+        total += chunk.byteLength
+        if (total > limitBytes) return yield* Effect.fail(payloadTooLarge(limitBytes))
+        yield* onChunk(chunk)
+      }
+      return total
+    })
+  }
+
+  readonly bytes = (limitBytes: number): Effect.Effect<Uint8Array, ApiError> => {
+    const parts: Array<Uint8Array> = []
+    return this.chunks(limitBytes, (c) => Effect.sync(() => void parts.push(c))).pipe(
+      Effect.map((total) => {
+        if (parts.length === 1) return parts[0]!
+        const out = new Uint8Array(total)
+        let at = 0
+        for (const p of parts) {
+          out.set(p, at)
+          at += p.byteLength
+        }
+        return out
+      })
+    )
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Composition root: builds every layer of the service from an `AppConfigShape` and starts the
+ * HTTP/WS server. `main.ts` runs it for the process; tests run it in-process on port 0.
+ *
+ * Order matters for shutdown: the server is built last so it is drained first (scope finalizers
+ * run in reverse), then the worker pool closes, then the database.
+ */
+import { Effect, Layer, Scope } from "effect"
+import { readFileSync } from "node:fs"
+import { buildOpenApi } from "../protocol/OpenApi.ts"
+import { makeModelList } from "../protocol/schemas/Model.ts"
+import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/routes/system.ts"
+import { Accounts, AccountsLive } from "../storage/Accounts.ts"
+import { databaseLayer, databaseReady } from "../storage/Database.ts"
+import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
+import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
+import { loggingLayer } from "./Logging.ts"
+import { HttpMetrics, renderMetrics } from "./Metrics.ts"
+import { Router } from "./Router.ts"
+import { WorkerPool } from "./WorkerPool.ts"
+
+const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
+
+export interface RunningService {
+  readonly port: number
+  readonly siteUrl: string
+  readonly drain: Effect.Effect<void>
+}
+
+/** Languages the TTS model reports; the voice catalogue replaces this when TTS is wired. */
+const modelLanguages: Array<{ language_id: string; name: string }> = []
+
+export const serviceLayers = (config: AppConfigShape) => {
+  const database = databaseLayer({ databaseUrl: databaseUrlText(config), dataDir: config.dataDir })
+  const accounts = AccountsLive.pipe(Layer.provideMerge(database))
+  const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
+  return Layer.mergeAll(accounts, pool, Layer.succeed(AppConfig, config))
+}
+
+/** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */
+export const startServer = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const accounts = yield* Accounts
+  const pool = yield* WorkerPool
+  const context = yield* Effect.context<never>()
+  const metrics = new HttpMetrics(context)
+  // With PORT=0 and no SITE_URL the real port is known only after listening.
+  let siteUrl = config.siteUrlText
+
+  const routes = [...systemRoutes(config.apiBase)]
+  let openApiText: string | undefined
+  const site = SiteInfo.of({
+    get siteUrl() {
+      return siteUrl
+    },
+    apiBase: config.apiBase,
+    version,
+    models: makeModelList(modelLanguages),
+    openApi: () => (openApiText ??= JSON.stringify(buildOpenApi(routes, { siteUrl, version })))
+  })
+  const readiness = Readiness.of({
+    checks: [
+      { name: "database", run: databaseReady },
+      { name: "worker_pool", run: pool.ping }
+    ]
+  })
+  const metricsText = MetricsText.of({
+    render: renderMetrics([
+      { name: "worker_pool_queue_depth", description: "Tasks waiting for a worker", read: () => pool.stats().queueSize },
+      { name: "worker_pool_running", description: "Tasks running on workers", read: () => pool.stats().running },
+      { name: "worker_pool_threads", description: "Worker threads alive", read: () => pool.stats().threads },
+      { name: "http_in_flight", description: "HTTP requests and streams in progress", read: () => server.inFlight() }
+    ]).pipe(Effect.provideContext(context))
+  })
+
+  const server = yield* makeHttpServer({
+    host: config.host,
+    port: config.port,
+    router: new Router(routes),
+    authenticate: (credential) => accounts.authenticate(credential),
+    metrics
+  }).pipe(
+    Effect.provideService(SiteInfo, site),
+    Effect.provideService(Readiness, readiness),
+    Effect.provideService(MetricsText, metricsText)
+  )
+  if (config.port === 0) siteUrl = siteUrl.replace(/:0$/, `:${server.port}`)
+  setResourceMetadataUrl(`${siteUrl}/.well-known/oauth-protected-resource`)
+  yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers })
+  return {
+    port: server.port,
+    siteUrl,
+    drain: server.drain(config.shutdownGraceMs)
+  } satisfies RunningService
+})
+
+/** Everything a process needs: layers, logging, then the server, in one scoped effect. */
+export const runService = (config: AppConfigShape): Effect.Effect<RunningService, unknown, Scope.Scope> =>
+  startServer.pipe(
+    Effect.provide(serviceLayers(config)),
+    Effect.provide(loggingLayer(config.logLevel))
+  ) as Effect.Effect<RunningService, unknown, Scope.Scope>

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything the service and its tests need on a fresh machine: npm packages from the
+# lock file, and (where apt-get is usable) the Debian packages some engines use. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: engines that are not on npm. Missing ones are reported by /readyz and the
+# start-up log instead of stopping the service, so a machine without apt still starts.
+apt_packages=(${SPEECH_APT_PACKAGES:-})
+if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  missing=()
+  for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 \
+      || { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null; } \
+      || echo "setup: could not install ${missing[*]}; the engines that need them stay off"
+  fi
+fi
+
+# npm ci when the lock file matches; it never needs anything but the npm registry
+# (.npmrc switches off onnxruntime-node's CUDA download).
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund
+fi
