@@ -1,0 +1,149 @@
+/**
+ * The contract between the inference pool and engine code running on its worker threads.
+ *
+ * An engine module exports its handlers with `defineTasks({ "tts.synthesize": ... })`;
+ * `engines/worker.ts` merges every module's tasks into the registry that `serveTasks` dispatches
+ * on. The pool side (`runtime/WorkerPool.ts`) only sees `TaskRequest` and `TaskReply`.
+ *
+ * Everything here runs on a worker thread and imports neither piscina nor Effect runtime state:
+ * engines stay independent of the pool that runs them.
+ */
+import { threadId } from "node:worker_threads"
+
+/** What a handler may know about where it runs. */
+export interface TaskContext {
+  readonly kind: string
+  /** Worker thread id; module-level state (loaded models) belongs to this thread. */
+  readonly threadId: number
+}
+
+export type TaskHandler<I = any, O = any> = (input: I, ctx: TaskContext) => O | Promise<O>
+
+export type TaskRegistry = { readonly [kind: string]: TaskHandler }
+
+/** Keeps the handlers' own types so callers can name them with `TaskInput` / `TaskOutput`. */
+export const defineTasks = <const T extends TaskRegistry>(tasks: T): T => tasks
+
+export type TaskInput<R extends TaskRegistry, K extends keyof R> = Parameters<R[K]>[0]
+/** The value `WorkerPool.run` succeeds with: a `Transfer` arrives as its `value`. */
+export type TaskOutput<R extends TaskRegistry, K extends keyof R> = Awaited<ReturnType<R[K]>> extends
+  Transfer<infer A> ? A : Awaited<ReturnType<R[K]>>
+
+/**
+ * A result whose buffers move to the main thread instead of being copied (for audio: a 10 min
+ * 22050 Hz Float32 track is 53 MB). After the handler returns, the listed buffers are detached
+ * on the worker side. Hazards: list each buffer once; never list the buffer of a pooled Node
+ * `Buffer` (`Buffer.from`, small `allocUnsafe`), it is shared and untransferable; a typed
+ * array that views part of a larger buffer moves the whole buffer.
+ */
+export class Transfer<A> {
+  constructor(readonly value: A, readonly buffers: ReadonlyArray<ArrayBuffer>) {}
+}
+
+export const transfer = <A>(value: A, buffers: ReadonlyArray<ArrayBuffer>): Transfer<A> => new Transfer(value, buffers)
+
+/**
+ * Failure with a reason, thrown by handlers. Any thrown object with a string `reason` (such as an
+ * Effect tagged error) is reported the same way; its `_tag`, else `name`, becomes the name.
+ */
+export class TaskError extends Error {
+  override readonly name: string
+  constructor(readonly reason: string, message: string, name = "TaskError") {
+    super(message)
+    this.name = name
+  }
+}
+
+/**
+ * A worker-side error as a plain object. Structured clone keeps only an Error's name (for
+ * built-in names), message and stack, so the reason would be lost; the stack stays on the worker
+ * and must never reach a client.
+ */
+export interface TaskFailure {
+  readonly name: string
+  readonly reason?: string
+  readonly message: string
+}
+
+/** Message posted to a worker. */
+export interface TaskRequest {
+  readonly kind: string
+  readonly input: unknown
+}
+
+export type TaskOutcome =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly error: TaskFailure }
+
+/** What `serveTasks` hands to the worker bootstrap, which turns `transfer` into a piscina move. */
+export interface TaskReply {
+  readonly outcome: TaskOutcome
+  readonly transfer: ReadonlyArray<ArrayBuffer>
+}
+
+export const toTaskFailure = (error: unknown): TaskFailure => {
+  if (typeof error !== "object" || error === null) return { name: "Error", message: String(error) }
+  const e = error as { _tag?: unknown; name?: unknown; reason?: unknown; message?: unknown }
+  const name = typeof e._tag === "string" ? e._tag : typeof e.name === "string" ? e.name : "Error"
+  const message = typeof e.message === "string" ? e.message : String(error)
+  return typeof e.reason === "string" ? { name, reason: e.reason, message } : { name, message }
+}
+
+// piscina's public symbols are registered (`Symbol.for`), so a handler that returned
+// `Piscina.move(x)` itself can be unwrapped here without importing piscina. Wrapping such a
+// value in the outcome instead would clone it into an empty object.
+const piscinaTransferable = Symbol.for("Piscina.transferable")
+const piscinaValue = Symbol.for("Piscina.valueOf")
+
+const toReply = (result: unknown): TaskReply => {
+  if (result instanceof Transfer) return { outcome: { ok: true, value: result.value }, transfer: result.buffers }
+  if (typeof result === "object" && result !== null && piscinaTransferable in result && piscinaValue in result) {
+    const r = result as { [piscinaTransferable]: unknown; [piscinaValue]: unknown }
+    return { outcome: { ok: true, value: r[piscinaValue] }, transfer: [r[piscinaTransferable]].flat() as Array<ArrayBuffer> }
+  }
+  return { outcome: { ok: true, value: result }, transfer: [] }
+}
+
+/**
+ * The worker's task function for a registry. Handler errors become `{ ok: false }` outcomes
+ * rather than rejections, so they reach the pool as values and never look like a crashed worker.
+ */
+export const serveTasks = (registry: TaskRegistry) => async (request: TaskRequest): Promise<TaskReply> => {
+  const handler = Object.hasOwn(registry, request.kind) ? registry[request.kind] : undefined
+  if (handler === undefined) {
+    return {
+      outcome: { ok: false, error: { name: "TaskError", reason: "UnknownKind", message: `no task kind "${request.kind}" in this worker` } },
+      transfer: []
+    }
+  }
+  try {
+    return toReply(await handler(request.input, { kind: request.kind, threadId }))
+  } catch (error) {
+    return { outcome: { ok: false, error: toTaskFailure(error) }, transfer: [] }
+  }
+}
+
+/**
+ * Loads a heavy resource (model, WASM instance) the first time a task needs it and keeps it for
+ * the life of the thread: module state in a worker module is per thread, so each worker pays the
+ * load once (PocketSphinx ≈ 0.7 s) and never per request. A failed load is forgotten so that the
+ * next task retries. Hazard: a thread terminated to abort a running task takes its models with
+ * it, and its replacement loads them again on first use.
+ */
+export const perThread = <A>(load: () => A | Promise<A>): (() => Promise<A>) => {
+  let loaded: Promise<A> | undefined
+  return () => {
+    if (loaded === undefined) {
+      loaded = Promise.resolve().then(load)
+      loaded.catch(() => {
+        loaded = undefined
+      })
+    }
+    return loaded
+  }
+}
+
+/** Built into every worker: readiness probes round-trip through a real thread. */
+export const poolTasks = defineTasks({
+  "pool.ping": (_input: unknown, ctx: TaskContext) => ({ pid: process.pid, threadId: ctx.threadId })
+})

@@ -1,0 +1,17 @@
+/**
+ * Entry module of every inference worker thread (loaded by `runtime/worker.mjs`): the registry
+ * of task kinds this service runs, and the function piscina calls with each `TaskRequest`.
+ *
+ * An engine module adds its kinds by exporting `defineTasks({ "tts.synthesize": ... })` and
+ * being spread in below. Importing an engine module here must stay cheap: models load lazily
+ * inside handlers (`perThread`), once per thread, not at import.
+ */
+import { poolTasks, serveTasks } from "./tasks.ts"
+
+export const tasks = {
+  ...poolTasks
+}
+
+export type Tasks = typeof tasks
+
+export default serveTasks(tasks)

@@ -1,0 +1,259 @@
+/**
+ * The inference worker pool: piscina threads behind an Effect service.
+ *
+ * Callers `run(kind, input)` a task registered in the worker's task module (`engines/tasks.ts`
+ * explains how kinds are registered). The pool bounds the number of waiting tasks, runs realtime
+ * work before batch work, moves listed buffers instead of copying them, and turns interruption
+ * of the calling fiber into cancellation of the task.
+ *
+ * Waiting tasks are held here, in two FIFO lanes, and handed to piscina only when a thread is
+ * free, so piscina's own queue stays empty. piscina 5.3 cannot do this itself: a task carrying an
+ * AbortSignal that finds no idle thread goes to an internal "skip queue" that bypasses both a
+ * custom `taskQueue` and `maxQueue` (so the bound and the priority would silently not apply), and
+ * undistributed tasks are re-queued at the tail, so even its own queue is not FIFO.
+ */
+import { Context, Data, Effect, Layer } from "effect"
+import { pathToFileURL } from "node:url"
+import { Piscina } from "piscina"
+import type { TaskFailure, TaskOutcome, TaskRequest } from "../engines/tasks.ts"
+
+export type PoolErrorReason = "QueueFull" | "TaskFailed" | "WorkerCrashed" | "Closed"
+
+/**
+ * `QueueFull`: `maxQueue` tasks already wait (HTTP 503). `TaskFailed`: the handler threw;
+ * `failure` carries the worker-side name, reason and message, never a stack. `WorkerCrashed`:
+ * the thread died under the task (uncaught error, exit, out of memory). `Closed`: the pool is
+ * shutting down.
+ */
+export class PoolError extends Data.TaggedError("PoolError")<{
+  readonly reason: PoolErrorReason
+  readonly kind: string
+  readonly message: string
+  readonly failure?: TaskFailure
+}> {
+  get isRetryable(): boolean {
+    return this.reason === "QueueFull" || this.reason === "WorkerCrashed"
+  }
+}
+
+export type Priority = "realtime" | "batch"
+
+export interface RunOptions {
+  /** Realtime tasks (live sessions, streamed segments) leave the queue before any batch task. Default batch. */
+  readonly priority?: Priority
+  /**
+   * Buffers inside `input` to move to the worker instead of copying. Ownership passes at the
+   * call: they are detached once the task is dispatched, which may be later if it waits.
+   */
+  readonly transfer?: ReadonlyArray<ArrayBuffer>
+}
+
+export interface PoolStats {
+  /** Live worker threads. */
+  readonly threads: number
+  /** Tasks waiting for a thread. */
+  readonly queueSize: number
+  /** Tasks on a thread now. */
+  readonly running: number
+  /** Tasks that ran to an outcome (success or TaskFailed) since start. */
+  readonly completed: number
+}
+
+export interface WorkerPoolOptions {
+  /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */
+  readonly filename?: string
+  /** Threads, at most; one task per thread at a time. */
+  readonly workers: number
+  /** Tasks that may wait for a thread before `run` fails with QueueFull. */
+  readonly maxQueue: number
+  /**
+   * When set, threads idle this long (ms) end, down to one; their loaded models go with them.
+   * Unset keeps every thread, and its models, for the life of the pool.
+   */
+  readonly idleTimeoutMs?: number
+}
+
+export class WorkerPool extends Context.Service<WorkerPool, {
+  /**
+   * Runs a task of `kind` on a worker thread. Interrupting the calling fiber cancels it: a
+   * waiting task is dropped; a running one is stopped by terminating its thread (JS on a thread
+   * cannot be preempted otherwise). Hazard: the replacement thread starts cold and reloads its
+   * models on first use, so interrupting long tasks often costs a model load.
+   */
+  readonly run: <A>(kind: string, input: unknown, options?: RunOptions) => Effect.Effect<A, PoolError>
+  /**
+   * Round trip through a worker thread, for readiness. Put a timeout on it: if replacement
+   * threads cannot start, piscina stops spawning them and waiting tasks never run.
+   */
+  readonly ping: Effect.Effect<{ readonly pid: number; readonly threadId: number }, PoolError>
+  readonly stats: () => PoolStats
+}>()("speech/runtime/WorkerPool") {
+  /** The pool for the life of the layer's scope; see `make`. */
+  static readonly layer = (options: WorkerPoolOptions) => Layer.effect(WorkerPool, make(options))
+}
+
+const bootstrap = new URL("./worker.mjs", import.meta.url).href
+const defaultTaskModule = new URL("../engines/worker.ts", import.meta.url).href
+
+/** A task waiting in a lane; `start` hands it to piscina. */
+interface Waiting {
+  readonly start: () => void
+  readonly close: () => void
+}
+
+/** Two FIFO lanes; realtime drains first. Sizes are bounded by `maxQueue`, so arrays suffice. */
+class Lanes {
+  private readonly lanes: Record<Priority, Array<Waiting>> = { realtime: [], batch: [] }
+  get size(): number {
+    return this.lanes.realtime.length + this.lanes.batch.length
+  }
+  push(priority: Priority, task: Waiting): void {
+    this.lanes[priority].push(task)
+  }
+  shift(): Waiting | undefined {
+    return this.lanes.realtime.shift() ?? this.lanes.batch.shift()
+  }
+  remove(task: Waiting): void {
+    for (const lane of Object.values(this.lanes)) {
+      const i = lane.indexOf(task)
+      if (i !== -1) lane.splice(i, 1)
+    }
+  }
+  drain(): Array<Waiting> {
+    const all = [...this.lanes.realtime, ...this.lanes.batch]
+    this.lanes.realtime.length = 0
+    this.lanes.batch.length = 0
+    return all
+  }
+}
+
+/**
+ * Starts the threads and fails with WorkerCrashed unless a task round-trips through one. Closing
+ * the scope refuses new tasks, fails waiting ones with Closed, lets running ones finish
+ * (interrupted callers have already aborted theirs) and then ends the threads.
+ */
+const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
+  const taskModule = options.filename === undefined
+    ? defaultTaskModule
+    : options.filename.startsWith("file:") ? options.filename : pathToFileURL(options.filename).href
+  const services = yield* Effect.context<never>()
+  const lanes = new Lanes()
+  let running = 0
+  let completed = 0
+  let closed = false
+
+  const piscina = yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      const pool = new Piscina<TaskRequest, TaskOutcome>({
+        filename: bootstrap,
+        workerData: { taskModule },
+        maxThreads: options.workers,
+        minThreads: options.idleTimeoutMs === undefined ? options.workers : 1,
+        idleTimeout: options.idleTimeoutMs ?? 0,
+        concurrentTasksPerWorker: 1,
+        // Never reached while tasks wait in `lanes` (see the header); a bound all the same.
+        maxQueue: options.workers
+      })
+      // Without a listener an 'error' event (a thread failing while idle, a close timeout)
+      // would throw and take the process down.
+      pool.on("error", (error: unknown) => {
+        Effect.runForkWith(services)(
+          Effect.logWarning("worker pool error", error instanceof Error ? error.message : String(error))
+        )
+      })
+      return pool
+    }),
+    (pool) =>
+      Effect.promise(() => {
+        closed = true
+        for (const task of lanes.drain()) task.close()
+        // Waits for running tasks (piscina's closeTimeout, 30 s), then terminates the threads.
+        return pool.close()
+      })
+  )
+
+  const pump = () => {
+    while (!closed && running < options.workers && lanes.size > 0) lanes.shift()!.start()
+  }
+
+  /** Before resuming the caller, so that `stats()` read right after a result is current. */
+  const settled = (ranToOutcome: boolean) => {
+    running--
+    if (ranToOutcome) completed++
+    pump()
+  }
+
+  const run = Effect.fn("WorkerPool.run")(function*<A>(
+    kind: string,
+    input: unknown,
+    runOptions?: RunOptions
+  ): Effect.fn.Return<A, PoolError> {
+    const priority = runOptions?.priority ?? "batch"
+    yield* Effect.annotateCurrentSpan({ kind, priority })
+    return yield* Effect.callback<A, PoolError>((resume, signal) => {
+      const fail = (reason: PoolErrorReason, message: string, failure?: TaskFailure) =>
+        resume(Effect.fail(new PoolError({ reason, kind, message, ...(failure ? { failure } : {}) })))
+
+      let inFlight: Promise<void> | undefined
+      const task: Waiting = {
+        start: () => {
+          running++
+          // `signal` aborts when the fiber is interrupted: piscina then drops the task or,
+          // once it runs, terminates its thread and starts a replacement.
+          inFlight = piscina.run({ kind, input }, {
+            signal,
+            ...(runOptions?.transfer ? { transferList: [...runOptions.transfer] } : {})
+          }).then(
+            (outcome) => {
+              settled(true)
+              if (outcome.ok) resume(Effect.succeed(outcome.value as A))
+              else fail("TaskFailed", outcome.error.message, outcome.error)
+            },
+            (error: Error) => {
+              settled(false)
+              if (signal.aborted) return
+              if (error.name === "DataCloneError") {
+                // The input could not be posted: the caller's bug, not the thread's.
+                fail("TaskFailed", error.message, { name: error.name, reason: "InputNotCloneable", message: error.message })
+              } else if (closed) fail("Closed", "worker pool closed")
+              else fail("WorkerCrashed", `worker thread failed: ${error.message}`)
+            }
+          )
+        },
+        close: () => fail("Closed", "worker pool closed")
+      }
+
+      if (closed) return fail("Closed", "worker pool closed")
+      if (lanes.size === 0 && running < options.workers) task.start()
+      else if (lanes.size >= options.maxQueue) {
+        return fail("QueueFull", `worker pool queue is full (${options.maxQueue} tasks waiting)`)
+      } else lanes.push(priority, task)
+      // On interruption (after `signal` has aborted): a waiting task just leaves its lane; for a
+      // running one piscina rejects at once, and waiting for that means the slot is free when
+      // the interrupt returns (the old thread's exit is not awaited).
+      return Effect.suspend(() => {
+        lanes.remove(task)
+        return inFlight === undefined ? Effect.void : Effect.promise(() => inFlight!)
+      })
+    })
+  })
+
+  const ping = run<{ readonly pid: number; readonly threadId: number }>("pool.ping", null, { priority: "realtime" })
+
+  // A task module that cannot load (bad deploy, syntax error) must stop start-up: once a thread
+  // fails while starting, piscina stops replacing threads, and later tasks would wait forever.
+  // The first task goes to a thread piscina already counts as ready, so this fails, not hangs.
+  yield* ping
+
+  return WorkerPool.of({
+    run,
+    ping,
+    stats: () => ({
+      threads: piscina.threads.length,
+      // piscina holds a task only briefly, while a replacement thread starts.
+      queueSize: lanes.size + piscina.queueSize,
+      running,
+      completed
+    })
+  })
+})

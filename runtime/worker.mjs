@@ -1,0 +1,37 @@
+/**
+ * Piscina worker bootstrap. piscina's worker imports `filename` with a plain `import()`, which
+ * cannot load TypeScript, so every pool points piscina here and names its real task module in
+ * `workerData.taskModule` (a file URL; `engines/worker.ts` in production, a fixture in tests).
+ *
+ * The tsx loader is registered in the worker itself: a worker inherits `process.execArgv`, so
+ * under `tsx` or tap it may already have a TypeScript loader, but under plain `node` it has none,
+ * and registering again alongside an inherited one is harmless.
+ */
+import { workerData } from "node:worker_threads"
+import { move, transferableSymbol, valueSymbol } from "piscina"
+
+const { taskModule } = workerData
+if (/\.[cm]?tsx?$/.test(new URL(taskModule).pathname)) {
+  const { register } = await import("tsx/esm/api")
+  register()
+}
+const { default: serve } = await import(taskModule)
+
+/**
+ * Returns the outcome; buffers listed by the handler are moved. piscina looks for a movable only
+ * on the top-level return value (a `move()` nested inside an object is cloned into `{}`), so the
+ * whole outcome is wrapped in one movable whose transfer list is the handler's buffers.
+ */
+export default async function runTask(request) {
+  const { outcome, transfer } = await serve(request)
+  if (transfer.length === 0) return outcome
+  const buffers = [...new Set(transfer)]
+  return move({
+    get [transferableSymbol]() {
+      return buffers
+    },
+    get [valueSymbol]() {
+      return outcome
+    }
+  })
+}

@@ -1,0 +1,213 @@
+/**
+ * WorkerPool against real worker threads running `test/fixtures/poolTestTasks.ts` through the
+ * tsx bootstrap. Assertions are on order and events (tasks announce their start on a
+ * BroadcastChannel), never on durations; timeouts are only a safety net for a hang.
+ */
+import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import t from "tap"
+import { threadId as mainThreadId } from "node:worker_threads"
+import { WorkerPool, type PoolError, type PoolStats, type WorkerPoolOptions } from "../../runtime/WorkerPool.ts"
+import { channelName, type PoolTestEvent } from "../fixtures/poolTestTasks.ts"
+
+const fixture = new URL("../fixtures/poolTestTasks.ts", import.meta.url).href
+
+/** Start events from the workers, in arrival order; `open` releases a `test.gate` task. */
+class Events {
+  readonly order: Array<string> = []
+  private readonly threads = new Map<string, number>()
+  private readonly waiters = new Map<string, Array<(threadId: number) => void>>()
+  private readonly channel = new BroadcastChannel(channelName)
+  constructor() {
+    this.channel.onmessage = (event: MessageEvent) => {
+      const data = event.data as PoolTestEvent
+      if (!("started" in data)) return
+      this.order.push(data.started)
+      this.threads.set(data.started, data.threadId)
+      for (const wake of this.waiters.get(data.started) ?? []) wake(data.threadId)
+      this.waiters.delete(data.started)
+    }
+  }
+  seen(id: string): boolean {
+    return this.threads.has(id)
+  }
+  /** Succeeds with the task's thread id once it has started on a worker. */
+  started(id: string): Effect.Effect<number> {
+    return safely(`start of ${id}`, Effect.promise(() => {
+      const known = this.threads.get(id)
+      if (known !== undefined) return Promise.resolve(known)
+      return new Promise<number>((resolve) => this.waiters.set(id, [...(this.waiters.get(id) ?? []), resolve]))
+    }))
+  }
+  open(id: string): void {
+    this.channel.postMessage({ open: id } satisfies PoolTestEvent)
+  }
+  close(): void {
+    this.channel.close()
+  }
+}
+
+const events = new Events()
+t.teardown(() => events.close())
+
+/** Safety net only: a broken pool hangs rather than fails, and a hang should name what hung. */
+const safely = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(Effect.timeoutOrElse({ duration: "120 seconds", orElse: () => Effect.die(new Error(`timed out waiting for ${what}`)) }))
+
+const withPool = <A, E>(options: Omit<WorkerPoolOptions, "filename">, body: (pool: WorkerPool["Service"]) => Effect.Effect<A, E>) =>
+  Effect.runPromise(Effect.gen(function*() {
+    return yield* body(yield* WorkerPool)
+  }).pipe(Effect.provide(WorkerPool.layer({ filename: fixture, ...options }))))
+
+const statsReach = (pool: WorkerPool["Service"], what: string, ok: (s: PoolStats) => boolean) =>
+  safely(what, Effect.gen(function*() {
+    while (!ok(pool.stats())) yield* Effect.sleep("5 millis")
+  }))
+
+type Run = { id: string; threadId: number }
+const sleepTask = (pool: WorkerPool["Service"], id: string, ms = 0, priority?: "realtime" | "batch") =>
+  pool.run<Run>("test.sleep", { id, ms }, priority ? { priority } : {})
+const gateTask = (pool: WorkerPool["Service"], id: string) => pool.run<Run>("test.gate", { id })
+const forkNow = <A, E>(effect: Effect.Effect<A, E>) => Effect.forkChild(effect, { startImmediately: true })
+
+t.test("ping round-trips through a worker thread", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const pong = yield* safely("ping", pool.ping)
+      t.equal(pong.pid, process.pid)
+      t.not(pong.threadId, mainThreadId)
+      t.match(pool.stats(), { threads: 1, queueSize: 0, running: 0, completed: 2 }, "the start-up probe and this ping")
+    })))
+
+t.test("buffers move both ways instead of being copied", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const n = 22050 * 30 // 30 s of 22050 Hz audio, 2.6 MB
+      for (const kind of ["test.echoBuffer", "test.echoPiscinaMove"]) {
+        const samples = Float32Array.from({ length: n }, (_, i) => (i % 100) / 100)
+        const result = yield* safely(kind, pool.run<{ samples: Float32Array; sum?: number } | Float32Array>(
+          kind,
+          { samples },
+          { transfer: [samples.buffer] }
+        ))
+        t.equal(samples.byteLength, 0, `${kind}: input was transferred, not copied`)
+        const echoed = result instanceof Float32Array ? result : result.samples
+        t.ok(echoed instanceof Float32Array, `${kind}: a Float32Array arrives`)
+        t.equal(echoed.length, n)
+        t.equal(echoed[99], Math.fround(0.99), "values survive")
+        if (!(result instanceof Float32Array)) t.ok(result.sum! > 0, "other fields of the result arrive too")
+        t.equal(yield* pool.run<boolean>("test.lastReturnedDetached", null), true, `${kind}: result was moved off the worker`)
+      }
+    })))
+
+t.test("a full queue fails fast with QueueFull", (t) =>
+  withPool({ workers: 1, maxQueue: 2 }, (pool) =>
+    Effect.gen(function*() {
+      const gate = yield* forkNow(gateTask(pool, "full.gate"))
+      yield* events.started("full.gate")
+      const waiting = [yield* forkNow(sleepTask(pool, "full.1")), yield* forkNow(sleepTask(pool, "full.2", 0, "realtime"))]
+      yield* statsReach(pool, "two queued tasks", (s) => s.queueSize === 2)
+      const error = yield* Effect.flip(sleepTask(pool, "full.3"))
+      t.match(error, { _tag: "PoolError", reason: "QueueFull", kind: "test.sleep" })
+      t.equal(error.isRetryable, true)
+      events.open("full.gate")
+      yield* safely("queued tasks", Fiber.join(gate))
+      for (const fiber of waiting) yield* safely("queued tasks", Fiber.join(fiber))
+      t.notOk(events.seen("full.3"), "the refused task never ran")
+    })))
+
+t.test("realtime tasks overtake queued batch tasks", (t) =>
+  withPool({ workers: 1, maxQueue: 8 }, (pool) =>
+    Effect.gen(function*() {
+      const fibers = [yield* forkNow(gateTask(pool, "prio.gate"))]
+      yield* events.started("prio.gate")
+      for (const id of ["prio.b1", "prio.b2", "prio.b3"]) fibers.push(yield* forkNow(sleepTask(pool, id, 0, "batch")))
+      yield* statsReach(pool, "three batch tasks queued", (s) => s.queueSize === 3)
+      fibers.push(yield* forkNow(sleepTask(pool, "prio.r1", 0, "realtime")))
+      fibers.push(yield* forkNow(sleepTask(pool, "prio.b4")))
+      fibers.push(yield* forkNow(sleepTask(pool, "prio.r2", 0, "realtime")))
+      yield* statsReach(pool, "all queued", (s) => s.queueSize === 6)
+      events.open("prio.gate")
+      for (const fiber of fibers) yield* safely("all tasks", Fiber.join(fiber))
+      t.same(
+        events.order.filter((id) => id.startsWith("prio.")),
+        ["prio.gate", "prio.r1", "prio.r2", "prio.b1", "prio.b2", "prio.b3", "prio.b4"]
+      )
+    })))
+
+t.test("interrupting a queued task drops it before it runs", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const gate = yield* forkNow(gateTask(pool, "drop.gate"))
+      yield* events.started("drop.gate")
+      const queued = yield* forkNow(sleepTask(pool, "drop.queued"))
+      yield* statsReach(pool, "one queued task", (s) => s.queueSize === 1)
+      yield* Fiber.interrupt(queued)
+      t.equal(pool.stats().queueSize, 0, "the lane is empty at once")
+      events.open("drop.gate")
+      yield* safely("gate", Fiber.join(gate))
+      // One thread, FIFO: had the dropped task stayed queued it would have started before this one.
+      yield* safely("next task", sleepTask(pool, "drop.next"))
+      t.notOk(events.seen("drop.queued"), "the interrupted task never ran")
+    })))
+
+t.test("interrupting a running task stops its thread and the pool keeps serving", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const long = yield* forkNow(sleepTask(pool, "abort.long", 600_000))
+      const thread = yield* events.started("abort.long")
+      yield* Fiber.interrupt(long)
+      t.equal(pool.stats().running, 0, "the slot is free when the interrupt returns")
+      // The only thread was busy for 10 min: an answer means that task was stopped.
+      const pong = yield* safely("ping after abort", pool.ping)
+      t.not(pong.threadId, thread, "a replacement thread answers")
+      t.match(pool.stats(), { threads: 1, running: 0, queueSize: 0 })
+    })))
+
+t.test("failures carry their reason", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const failed = yield* Effect.flip(pool.run("test.fail", { reason: "VoiceNotFound" }))
+      t.match(failed, { _tag: "PoolError", reason: "TaskFailed", kind: "test.fail", message: "fixture failed with VoiceNotFound" })
+      t.same(failed.failure, { name: "FixtureError", reason: "VoiceNotFound", message: "fixture failed with VoiceNotFound" }, "no stack crosses")
+      t.equal(failed.isRetryable, false)
+
+      const unknown = yield* Effect.flip(pool.run("tts.nope", null))
+      t.match(unknown, { reason: "TaskFailed", failure: { reason: "UnknownKind" } })
+
+      const uncloneable = yield* Effect.flip(pool.run("test.sleep", { id: "x", ms: 0, f: () => 1 }))
+      t.match(uncloneable, { reason: "TaskFailed", failure: { name: "DataCloneError", reason: "InputNotCloneable" } })
+
+      const crashed: PoolError = yield* Effect.flip(safely("crash", pool.run("test.crash", null)))
+      t.match(crashed, { reason: "WorkerCrashed", kind: "test.crash" })
+      t.equal(crashed.isRetryable, true)
+      yield* safely("ping after crash", pool.ping)
+    })))
+
+t.test("a task module that cannot load fails the layer instead of hanging tasks", (t) =>
+  Effect.runPromise(Effect.gen(function*() {
+    const missing = new URL("../fixtures/doesNotExist.ts", import.meta.url).href
+    const error = yield* safely("layer", Effect.flip(Effect.provide(WorkerPool.use((pool) => pool.ping), WorkerPool.layer({ filename: missing, workers: 1, maxQueue: 4 }))))
+    t.match(error, { _tag: "PoolError", reason: "WorkerCrashed" })
+  })))
+
+t.test("closing the layer's scope drains the pool", (t) =>
+  Effect.runPromise(Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const context = yield* Layer.buildWithScope(WorkerPool.layer({ filename: fixture, workers: 1, maxQueue: 4 }), scope)
+    const pool = Context.get(context, WorkerPool)
+    const running = yield* forkNow(gateTask(pool, "close.running"))
+    yield* events.started("close.running")
+    const queued = yield* forkNow(sleepTask(pool, "close.queued"))
+    yield* statsReach(pool, "one queued task", (s) => s.queueSize === 1)
+
+    const closing = yield* forkNow(Scope.close(scope, Exit.void))
+    t.match(yield* safely("queued task", Effect.flip(Fiber.join(queued))), { reason: "Closed" }, "waiting tasks are refused")
+    t.match(yield* Effect.flip(pool.ping), { reason: "Closed" }, "new tasks are refused")
+    t.equal(closing.pollUnsafe(), undefined, "close waits for the running task")
+
+    events.open("close.running")
+    t.match(yield* safely("running task", Fiber.join(running)), { id: "close.running" }, "the running task finishes")
+    yield* safely("close", Fiber.join(closing))
+    t.match(pool.stats(), { threads: 0, running: 0, queueSize: 0 })
+    t.notOk(events.seen("close.queued"))
+  })))
