@@ -1,0 +1,99 @@
+/**
+ * PCM sample helpers shared by the engines and the HTTP/WS encoders.
+ *
+ * Float samples are nominally in [-1, 1]; Int16 samples are signed 16-bit. Conversions clip
+ * instead of wrapping, because a wrapped sample is an audible click. Durations are in ms, rates
+ * in Hz, lengths in samples (mono: one sample per frame).
+ */
+
+/** Float [-1, 1] → signed 16-bit, clipping out-of-range values; rounds to nearest. */
+export const floatToInt16 = (samples: Float32Array): Int16Array => {
+  const out = new Int16Array(samples.length)
+  for (let i = 0; i < samples.length; i++) {
+    const s = samples[i]!
+    // NaN counts as silence; asymmetric scale so that -1 → -32768 and +1 → +32767.
+    const v = s !== s ? 0 : s < 0 ? s * 32768 : s * 32767
+    out[i] = v >= 32767 ? 32767 : v <= -32768 ? -32768 : Math.round(v)
+  }
+  return out
+}
+
+/** Signed 16-bit → float, dividing by 32768 (so -32768 maps to exactly -1). */
+export const int16ToFloat = (samples: Int16Array): Float32Array => {
+  const out = new Float32Array(samples.length)
+  for (let i = 0; i < samples.length; i++) out[i] = samples[i]! / 32768
+  return out
+}
+
+/** Little-endian bytes of Int16 samples (s16le), independent of host byte order. */
+export const int16ToBytesLE = (samples: Int16Array): Uint8Array => {
+  const out = new Uint8Array(samples.length * 2)
+  const view = new DataView(out.buffer)
+  for (let i = 0; i < samples.length; i++) view.setInt16(i * 2, samples[i]!, true)
+  return out
+}
+
+/** Reads s16le bytes; an odd trailing byte is ignored. */
+export const bytesLEToInt16 = (bytes: Uint8Array): Int16Array => {
+  const n = bytes.length >> 1
+  const out = new Int16Array(n)
+  const view = new DataView(bytes.buffer, bytes.byteOffset, n * 2)
+  for (let i = 0; i < n; i++) out[i] = view.getInt16(i * 2, true)
+  return out
+}
+
+/** Root mean square of float samples (0 for an empty array). */
+export const rms = (samples: Float32Array): number => {
+  if (samples.length === 0) return 0
+  let sum = 0
+  for (let i = 0; i < samples.length; i++) sum += samples[i]! * samples[i]!
+  return Math.sqrt(sum / samples.length)
+}
+
+/** RMS in dB relative to full scale; -Infinity for digital silence. */
+export const rmsDbfs = (samples: Float32Array): number => 20 * Math.log10(rms(samples))
+
+/** Largest absolute sample value. */
+export const peak = (samples: Float32Array): number => {
+  let p = 0
+  for (let i = 0; i < samples.length; i++) {
+    const a = Math.abs(samples[i]!)
+    if (a > p) p = a
+  }
+  return p
+}
+
+/** Duration of `sampleCount` samples at `sampleRate` Hz, in ms (not rounded). */
+export const durationMs = (sampleCount: number, sampleRate: number): number => (sampleCount * 1000) / sampleRate
+
+/** Number of samples covering `ms` at `sampleRate` Hz, rounded to the nearest sample. */
+export const samplesForMs = (ms: number, sampleRate: number): number => Math.round((ms * sampleRate) / 1000)
+
+/** Digital silence lasting `ms` at `sampleRate` Hz. */
+export const silence = (ms: number, sampleRate: number): Float32Array => new Float32Array(samplesForMs(ms, sampleRate))
+
+/** Concatenates float chunks into one array. */
+export const concatFloat32 = (parts: ReadonlyArray<Float32Array>): Float32Array => {
+  let n = 0
+  for (const p of parts) n += p.length
+  const out = new Float32Array(n)
+  let o = 0
+  for (const p of parts) {
+    out.set(p, o)
+    o += p.length
+  }
+  return out
+}
+
+/** Concatenates Int16 chunks into one array. */
+export const concatInt16 = (parts: ReadonlyArray<Int16Array>): Int16Array => {
+  let n = 0
+  for (const p of parts) n += p.length
+  const out = new Int16Array(n)
+  let o = 0
+  for (const p of parts) {
+    out.set(p, o)
+    o += p.length
+  }
+  return out
+}

@@ -1,0 +1,214 @@
+/**
+ * The espeak-ng WASM module of one worker thread: loaded once (lazily), shared by EspeakTts and
+ * PiperTts (for phonemes), and made deterministic.
+ *
+ * Hazards of this build, each handled here:
+ *  - Synthesis state (flutter phase, noise, filter memories) lives in C statics and carries over
+ *    between calls, so the same text gives different samples on each call. Fix: after loading,
+ *    the whole linear memory (~17 MB) is snapshotted and restored before every use (≈1.5 ms);
+ *    every call then starts from the same bytes on every thread.
+ *  - `set_voice` returns 2 for an unknown voice and silently keeps the previous one; an unknown
+ *    `+variant` is accepted with 0 and ignored. Both are turned into TtsError VoiceNotFound
+ *    (variants are checked against the build's `voices/!v` directory).
+ *  - `synthesize` runs with SSML and `[[phoneme]]` input enabled: request text is escaped
+ *    (`& < >` as entities, `[[` split) and event positions are mapped back to the original.
+ *  - Strings passed as JS strings go through a binding-side scratch buffer whose bookkeeping is
+ *    JS state outside the snapshot; all strings are therefore malloc'd after the restore and
+ *    passed as `{ ptr }`.
+ *  - Effective rate is 80–450 words per minute; values outside are clamped.
+ */
+import init, { type EspeakModule, type ESpeakNGWorker, type EspeakVoiceInfo } from "@echogarden/espeak-ng-emscripten"
+import { TtsError } from "./TtsEngine.ts"
+
+export const ESPEAK_RATE_MIN_WPM = 80
+export const ESPEAK_RATE_MAX_WPM = 450
+/** espeak's own default rate, words per minute. */
+export const ESPEAK_DEFAULT_WPM = 175
+const VARIANT_DIR = "/usr/share/espeak-ng-data/voices/!v"
+
+export interface EspeakEvent {
+  readonly type: "word" | "sentence" | "end" | "phoneme" | "msg_terminated"
+  /** ms from the start of this synthesis. */
+  readonly audioMs: number
+  /** UTF-16 span in the caller's original text (word events; other events: a point). */
+  readonly charStart: number
+  readonly charEnd: number
+  /** Phoneme name (IPA) for phoneme events. */
+  readonly phoneme?: string
+}
+
+export interface EspeakParams {
+  /** Words per minute; clamped to 80–450. */
+  readonly rateWpm: number
+  /** Base pitch 0–100 (50 = voice default); clamped. */
+  readonly pitch: number
+}
+
+export interface EspeakSession {
+  /** Speaks plain text (escaped here); Int16 samples at the runtime's rate plus events. */
+  synthesize(text: string): { readonly samples: Int16Array; readonly events: ReadonlyArray<EspeakEvent> }
+  /** IPA of plain text: phonemes joined by "_", words by " ", espeak clauses by " | ". */
+  textToIpa(text: string): string
+}
+
+let shared: Promise<EspeakRuntime> | undefined
+
+export class EspeakRuntime {
+  /** Hz (22050 for this build). */
+  readonly sampleRate: number
+  readonly voices: ReadonlyArray<EspeakVoiceInfo>
+  /** Language names accepted by set_voice ("et", "en-gb-x-rp", "cmn", ...). */
+  readonly languageNames: ReadonlySet<string>
+  readonly variants: ReadonlySet<string>
+  private readonly snapshot: Uint8Array
+
+  private constructor(private readonly m: EspeakModule, private readonly w: ESpeakNGWorker, readonly loadMs: number) {
+    this.sampleRate = w.get_samplerate()
+    this.voices = w.list_voices()
+    this.languageNames = new Set(this.voices.flatMap((v) => v.languages.map((l) => l.name)))
+    this.variants = new Set(m.FS.readdir(VARIANT_DIR).filter((n) => n !== "." && n !== ".."))
+    // Warm-up before the snapshot: selects a voice (allocates the binding's string buffer) and
+    // runs one synthesis so lazily allocated tables exist in the snapshot, not after it.
+    if (w.set_voice("en") !== 0) throw new TtsError("EngineUnavailable", "espeak-ng: default voice missing")
+    w.synthesize("a", () => 0)
+    this.snapshot = m.HEAPU8.slice()
+  }
+
+  /** The thread's runtime, loaded on first use. */
+  static load(): Promise<EspeakRuntime> {
+    if (shared === undefined) {
+      const t0 = performance.now()
+      shared = init().then(
+        (m) => new EspeakRuntime(m, new m.eSpeakNGWorker(), performance.now() - t0),
+        (cause: unknown) => {
+          shared = undefined
+          throw new TtsError("EngineUnavailable", "espeak-ng failed to load", { cause })
+        }
+      )
+    }
+    return shared
+  }
+
+  /** Throws VoiceNotFound unless `<language>[+<variant>]` exists in this build. */
+  checkVoiceId(voiceId: string): void {
+    const [language, variant, extra] = voiceId.split("+")
+    if (extra !== undefined || language === undefined || !this.languageNames.has(language)) {
+      throw new TtsError("VoiceNotFound", `espeak-ng has no voice "${voiceId}"`)
+    }
+    if (variant !== undefined && !this.variants.has(variant)) {
+      throw new TtsError("VoiceNotFound", `espeak-ng has no variant "${variant}" (voice "${voiceId}")`)
+    }
+  }
+
+  /** Restores the pristine state, selects the voice, and runs `f` with it. Synchronous. */
+  withVoice<A>(voiceId: string, params: EspeakParams, f: (session: EspeakSession) => A): A {
+    this.checkVoiceId(voiceId)
+    this.restore()
+    const code = this.w.set_voice(this.cString(voiceId))
+    if (code !== 0) throw new TtsError("VoiceNotFound", `espeak-ng set_voice("${voiceId}") returned ${code}`)
+    this.w.set_rate(Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)))
+    this.w.set_pitch(Math.round(clamp(params.pitch, 0, 100)))
+    return f({ synthesize: (text) => this.synth(text), textToIpa: (text) => this.ipa(text) })
+  }
+
+  private restore() {
+    const heap = this.m.HEAPU8
+    heap.set(this.snapshot)
+    // Memory grown since the snapshot must look fresh (allocators may assume zeroed pages).
+    if (heap.length > this.snapshot.length) heap.fill(0, this.snapshot.length)
+  }
+
+  private cString(s: string): { ptr: number } {
+    const bytes = new TextEncoder().encode(s)
+    const ptr = this.m._malloc(bytes.length + 1)
+    if (ptr === 0) throw new TtsError("EngineFailed", "espeak-ng: out of memory")
+    const heap = this.m.HEAPU8 // re-read: malloc may have grown memory
+    heap.set(bytes, ptr)
+    heap[ptr + bytes.length] = 0
+    return { ptr }
+  }
+
+  private synth(text: string) {
+    const { escaped, start, end } = escapeForSsml(text)
+    const chunks: Array<Int16Array> = []
+    const events: Array<EspeakEvent> = []
+    let total = 0
+    const span = (position: number, length: number): [number, number] => {
+      // position is 1-based in code points of the escaped text.
+      const first = clamp(position - 1, 0, start.length - 1)
+      const last = clamp(position - 2 + Math.max(1, length), first, start.length - 1)
+      return start.length === 0 ? [0, 0] : [start[first]!, end[last]!]
+    }
+    try {
+      this.w.synthesize(this.cString(escaped), (samples, raw) => {
+        if (samples !== null && samples.length > 0) {
+          chunks.push(samples)
+          total += samples.length
+        }
+        for (const e of raw) {
+          if (e.type === "word" || e.type === "sentence" || e.type === "end" || e.type === "phoneme" || e.type === "msg_terminated") {
+            const [charStart, charEnd] = span(e.text_position, e.type === "word" ? e.word_length : 0)
+            events.push({
+              type: e.type,
+              audioMs: e.audio_position,
+              charStart,
+              charEnd: e.type === "word" ? charEnd : charStart,
+              ...(e.type === "phoneme" && typeof e.id === "string" ? { phoneme: e.id } : {})
+            })
+          }
+        }
+        return 0
+      })
+    } catch (cause) {
+      throw new TtsError("EngineFailed", "espeak-ng synthesis failed", { cause })
+    }
+    const samples = new Int16Array(total)
+    let o = 0
+    for (const c of chunks) {
+      samples.set(c, o)
+      o += c.length
+    }
+    return { samples, events }
+  }
+
+  private ipa(text: string): string {
+    try {
+      const { ptr } = this.w.text_to_phonemes(this.cString(text), 1)
+      const heap = this.m.HEAPU8
+      let e = ptr
+      while (heap[e] !== 0) e++
+      return new TextDecoder().decode(heap.subarray(ptr, e))
+    } catch (cause) {
+      throw new TtsError("EngineFailed", "espeak-ng phonemization failed", { cause })
+    }
+  }
+}
+
+const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
+
+/**
+ * Escapes text for espeak's SSML + phoneme-input mode. Returns the escaped string and, per code
+ * point of it, the UTF-16 span of the original character it came from.
+ */
+export const escapeForSsml = (text: string): { escaped: string; start: Int32Array; end: Int32Array } => {
+  let escaped = ""
+  const start: Array<number> = []
+  const end: Array<number> = []
+  let i = 0
+  for (const ch of text) {
+    const next = i + ch.length
+    let out: string
+    if (ch === "&") out = "&amp;"
+    else if (ch === "<") out = "&lt;"
+    else if (ch === ">") out = "&gt;"
+    else if (ch === "[" && text[next] === "[") out = "[ " // `[[` would open phoneme input
+    else out = ch
+    for (const c of out) {
+      escaped += c
+      start.push(i)
+      end.push(next)
+    }
+    i = next
+  }
+  return { escaped, start: Int32Array.from(start), end: Int32Array.from(end) }
+}

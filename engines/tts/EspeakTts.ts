@@ -1,0 +1,97 @@
+/**
+ * espeak-ng text-to-speech: every language of the build (140, incl. Estonian), variants
+ * ("et+f3"), pitch, rate and speed; word timings from espeak's own word and phoneme events.
+ *
+ * Rate: 175 wpm × voice.rate × speed, clamped by espeak to 80–450 wpm (so speed 0.5 on a slow
+ * preset is slightly less slow than asked). Pitch: espeak base pitch 50 × voice.pitch (0–100).
+ * Output: 22050 Hz. A word starts at its first sounding phoneme and ends at the next word or
+ * clause boundary, so clause pauses stay outside words.
+ */
+import { int16ToFloat } from "../audio/Pcm.ts"
+import { ESPEAK_DEFAULT_WPM, EspeakRuntime, type EspeakEvent } from "./EspeakRuntime.ts"
+import {
+  checkRequest,
+  TtsError,
+  type EngineVoice,
+  type TtsCapabilities,
+  type TtsEngine,
+  type TtsRequest,
+  type TtsResult,
+  type WordTiming
+} from "./TtsEngine.ts"
+
+export class EspeakTts implements TtsEngine {
+  readonly capabilities: TtsCapabilities
+
+  private constructor(private readonly runtime: EspeakRuntime) {
+    this.capabilities = {
+      engine: "espeak",
+      languages: [...runtime.languageNames].sort(),
+      sampleRates: [runtime.sampleRate],
+      timing: "word"
+    }
+  }
+
+  /** Shares the thread's espeak runtime (loaded on the first call in a thread). */
+  static async load(): Promise<EspeakTts> {
+    return new EspeakTts(await EspeakRuntime.load())
+  }
+
+  sampleRateFor(_voice: EngineVoice): number {
+    return this.runtime.sampleRate
+  }
+
+  checkVoice(voice: EngineVoice): void {
+    if (voice.engine !== "espeak") throw new TtsError("VoiceNotFound", `voice is for engine ${voice.engine}, not espeak`)
+    this.runtime.checkVoiceId(voice.variant)
+  }
+
+  async synthesize(request: TtsRequest): Promise<TtsResult> {
+    checkRequest(request)
+    this.checkVoice(request.voice)
+    const params = { rateWpm: ESPEAK_DEFAULT_WPM * request.voice.rate * request.speed, pitch: 50 * request.voice.pitch }
+    const { samples, events } = this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text))
+    const durationMs = (samples.length * 1000) / this.runtime.sampleRate
+    return { samples: int16ToFloat(samples), sampleRate: this.runtime.sampleRate, words: wordsFromEvents(request.text, events, durationMs) }
+  }
+}
+
+/** Builds word timings (ms) from espeak events; merges repeated events for one word. */
+export const wordsFromEvents = (text: string, events: ReadonlyArray<EspeakEvent>, durationMs: number): Array<WordTiming> => {
+  const words: Array<{ charStart: number; charEnd: number; startMs: number; endMs: number; firstPhoneMs?: number }> = []
+  let open: (typeof words)[number] | undefined
+  const close = (atMs: number) => {
+    if (open !== undefined) open.endMs = Math.min(durationMs, Math.max(open.startMs, atMs))
+    open = undefined
+  }
+  for (const e of events) {
+    if (e.type === "word") {
+      const last = words[words.length - 1]
+      if (last !== undefined && e.charStart < last.charEnd) {
+        // Same word again (espeak splits some scripts, e.g. CJK runs): extend it.
+        last.charEnd = Math.max(last.charEnd, e.charEnd)
+        open = last
+        continue
+      }
+      close(e.audioMs)
+      if (text.slice(e.charStart, e.charEnd).trim().length === 0) continue
+      open = { charStart: e.charStart, charEnd: e.charEnd, startMs: e.audioMs, endMs: e.audioMs }
+      words.push(open)
+    } else if (e.type === "phoneme") {
+      // Pause pseudo-phonemes start with "_"; the word starts at its first real phoneme.
+      if (open !== undefined && open.firstPhoneMs === undefined && e.phoneme !== undefined && e.phoneme !== "" && !e.phoneme.startsWith("_")) {
+        open.firstPhoneMs = e.audioMs
+      }
+    } else {
+      close(e.audioMs)
+    }
+  }
+  close(durationMs)
+  let previousEnd = 0
+  return words.map((w) => {
+    const startMs = Math.min(Math.max(w.firstPhoneMs ?? w.startMs, previousEnd), durationMs)
+    const endMs = Math.min(Math.max(w.endMs, startMs), durationMs)
+    previousEnd = endMs
+    return { text: text.slice(w.charStart, w.charEnd), startMs, endMs, charStart: w.charStart, charEnd: w.charEnd }
+  })
+}
