@@ -133,7 +133,11 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
             if (exchange.aborted) return 499
             if (exchange.headSent) {
               // Mid-stream failure: no error body can follow audio; the short read tells the client.
-              res.close()
+              // Deferred a tick: inside the uWS callback the response is corked, and closing a
+              // corked socket would discard the segments already written.
+              setImmediate(() => {
+                if (!exchange.aborted) res.close()
+              })
               return 0
             }
             sendError(res, exchange, requestId, error, body.unread)

@@ -6,6 +6,7 @@
  * run in reverse), then the worker pool closes, then the database.
  */
 import { Effect, Layer, Scope } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
 import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
 import { makeModelList } from "../protocol/schemas/Model.ts"
@@ -25,13 +26,24 @@ export interface RunningService {
   readonly port: number
   readonly siteUrl: string
   readonly drain: Effect.Effect<void>
+  /** For the admin paths of in-process callers (tests, tools); HTTP never exposes it. */
+  readonly accounts: Accounts["Service"]
 }
 
 /** Languages the TTS model reports; the voice catalogue replaces this when TTS is wired. */
 const modelLanguages: Array<{ language_id: string; name: string }> = []
 
-export const serviceLayers = (config: AppConfigShape) => {
-  const database = databaseLayer({ databaseUrl: databaseUrlText(config), dataDir: config.dataDir })
+/** What tests may change beyond the configuration: the PostgreSQL schema to work in. */
+export interface ServiceOverrides {
+  readonly searchPath?: string
+}
+
+export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverrides = {}) => {
+  const database = databaseLayer({
+    databaseUrl: databaseUrlText(config),
+    dataDir: config.dataDir,
+    ...(overrides.searchPath !== undefined ? { searchPath: overrides.searchPath } : {})
+  })
   const accounts = AccountsLive.pipe(Layer.provideMerge(database))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
   return Layer.mergeAll(accounts, pool, Layer.succeed(AppConfig, config))
@@ -42,6 +54,7 @@ export const startServer = Effect.gen(function*() {
   const config = yield* AppConfig
   const accounts = yield* Accounts
   const pool = yield* WorkerPool
+  const sql = yield* SqlClient
   const context = yield* Effect.context<never>()
   const metrics = new HttpMetrics(context)
   // With PORT=0 and no SITE_URL the real port is known only after listening.
@@ -60,8 +73,8 @@ export const startServer = Effect.gen(function*() {
   })
   const readiness = Readiness.of({
     checks: [
-      { name: "database", run: databaseReady },
-      { name: "worker_pool", run: pool.ping }
+      { name: "database", run: databaseReady.pipe(Effect.provideService(SqlClient, sql)) },
+      { name: "worker_pool", run: pool.ping.pipe(Effect.timeout("5 seconds")) }
     ]
   })
   const metricsText = MetricsText.of({
@@ -90,13 +103,18 @@ export const startServer = Effect.gen(function*() {
   return {
     port: server.port,
     siteUrl,
-    drain: server.drain(config.shutdownGraceMs)
+    drain: server.drain(config.shutdownGraceMs),
+    accounts
   } satisfies RunningService
 })
 
-/** Everything a process needs: layers, logging, then the server, in one scoped effect. */
-export const runService = (config: AppConfigShape): Effect.Effect<RunningService, unknown, Scope.Scope> =>
-  startServer.pipe(
-    Effect.provide(serviceLayers(config)),
-    Effect.provide(loggingLayer(config.logLevel))
-  ) as Effect.Effect<RunningService, unknown, Scope.Scope>
+/**
+ * Everything a process needs: layers, logging, then the server. The layers are built into the
+ * caller's scope (not `Effect.provide`d), because they must outlive `startServer`: the pool and
+ * the database serve requests until that scope closes.
+ */
+export const runService = (config: AppConfigShape, overrides: ServiceOverrides = {}): Effect.Effect<RunningService, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Layer.mergeAll(serviceLayers(config, overrides), loggingLayer(config.logLevel)))
+    return yield* startServer.pipe(Effect.provideContext(context))
+  })

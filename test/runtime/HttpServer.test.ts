@@ -1,0 +1,233 @@
+/**
+ * The uWS bridge with a route table made for the test: credentials, the error body and status
+ * table, 404/405, body limits enforced while streaming, streamed replies and their failure
+ * modes, request ids, and graceful shutdown finishing an in-flight request.
+ */
+import { Deferred, Effect, Exit, Scope } from "effect"
+import * as net from "node:net"
+import t from "tap"
+import { ApiError, errorTable, toApiError } from "../../protocol/ApiError.ts"
+import { Reply, type Route } from "../../protocol/Http.ts"
+import { makeHttpServer, setResourceMetadataUrl } from "../../runtime/HttpServer.ts"
+import { HttpMetrics } from "../../runtime/Metrics.ts"
+import { Router } from "../../runtime/Router.ts"
+import { Accounts, AccountsLive } from "../../storage/Accounts.ts"
+import { useTestDatabaseWith } from "../support/database.ts"
+
+const db = useTestDatabaseWith(t, AccountsLive)
+const release = Effect.runSync(Deferred.make<void>())
+const started = Effect.runSync(Deferred.make<void>())
+
+const routes: Array<Route<never>> = [
+  {
+    method: "GET", path: "/whoami", auth: "key", operationId: "whoami", summary: "", tags: [], responses: {},
+    handler: (ctx) => Effect.succeed(Reply.json(200, { userId: ctx.principal?.userId }))
+  },
+  {
+    method: "GET", path: "/maybe", auth: "optional", operationId: "maybe", summary: "", tags: [], responses: {},
+    handler: (ctx) => Effect.succeed(Reply.json(200, { userId: ctx.principal?.userId ?? null }))
+  },
+  {
+    method: "POST", path: "/echo/{name}", auth: "none", operationId: "echo", summary: "", tags: [], responses: {},
+    handler: (ctx) =>
+      Effect.map(ctx.body.bytes(1024), (b) => Reply.json(200, { name: ctx.params.name, bytes: b.byteLength }))
+  },
+  {
+    method: "GET", path: "/boom", auth: "none", operationId: "boom", summary: "", tags: [], responses: {},
+    handler: () => Effect.die(new Error("secret internal detail"))
+  },
+  {
+    method: "GET", path: "/stream/{failAt}", auth: "none", operationId: "stream", summary: "", tags: [], responses: {},
+    handler: (ctx) =>
+      Effect.succeed(Reply.stream(200, { "content-type": "application/octet-stream" }, (w) =>
+        Effect.gen(function*() {
+          const failAt = Number(ctx.params.failAt)
+          for (let i = 0; i < 3; i++) {
+            if (i === failAt) return yield* Effect.fail(new ApiError({ status: 502, code: "engine_failed", message: "segment failed" }))
+            yield* w.write(new Uint8Array(1000).fill(i + 1))
+          }
+        })))
+  },
+  {
+    method: "GET", path: "/slow", auth: "none", operationId: "slow", summary: "", tags: [], responses: {},
+    handler: () =>
+      Effect.gen(function*() {
+        yield* Deferred.succeed(started, undefined)
+        yield* Deferred.await(release)
+        return Reply.json(200, { finished: true })
+      })
+  }
+]
+
+const scope = Effect.runSync(Scope.make())
+const runtime = db.runtime
+const server = await runtime.runPromise(
+  Effect.gen(function*() {
+    const accounts = yield* Accounts
+    const ctx = yield* Effect.context<never>()
+    return yield* makeHttpServer({
+      host: "127.0.0.1",
+      port: 0,
+      router: new Router(routes),
+      authenticate: (c) => accounts.authenticate(c),
+      metrics: new HttpMetrics(ctx)
+    })
+  }).pipe(Scope.provide(scope))
+)
+setResourceMetadataUrl("http://site.test/.well-known/oauth-protected-resource")
+t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+const base = `http://127.0.0.1:${server.port}`
+const user = await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.createUserWithKey({ name: "u", credits: 10 })))
+
+const expectError = async (t: Tap.Test, res: Response, status: number, code: string) => {
+  t.equal(res.status, status, `status ${status}`)
+  t.match(res.headers.get("content-type"), /application\/json/)
+  const body = await res.json() as { detail: { status: string; message: string } }
+  t.equal(body.detail.status, code)
+  t.type(body.detail.message, "string")
+  t.ok(res.headers.get("x-request-id"), "x-request-id present")
+  return body
+}
+
+t.test("credential in xi-api-key or Authorization: Bearer", async (t) => {
+  for (const headers of [{ "xi-api-key": user.apiKey }, { authorization: `Bearer ${user.apiKey}` }]) {
+    const res = await fetch(`${base}/whoami`, { headers })
+    t.equal(res.status, 200)
+    t.same(await res.json(), { userId: user.userId })
+  }
+})
+
+t.test("missing, malformed and unknown keys give 401 with WWW-Authenticate", async (t) => {
+  const cases: Array<[Record<string, string>, string]> = [
+    [{}, "needs_authorization"],
+    [{ "xi-api-key": "nonsense" }, "invalid_api_key"],
+    [{ "xi-api-key": "sk_svc_" + "A".repeat(43) }, "invalid_api_key"],
+    [{ authorization: "Bearer sk_svc_nope" }, "invalid_api_key"]
+  ]
+  for (const [headers, code] of cases) {
+    const res = await fetch(`${base}/whoami`, { headers })
+    await expectError(t, res, 401, code)
+    t.equal(res.headers.get("www-authenticate"), 'Bearer resource_metadata="http://site.test/.well-known/oauth-protected-resource"')
+  }
+})
+
+t.test("a deleted key stops working at once", async (t) => {
+  const other = await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.createUserWithKey({ name: "v", credits: 1 })))
+  t.equal((await fetch(`${base}/whoami`, { headers: { "xi-api-key": other.apiKey } })).status, 200)
+  await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.deleteKey(other.keyId)))
+  await expectError(t, await fetch(`${base}/whoami`, { headers: { "xi-api-key": other.apiKey } }), 401, "invalid_api_key")
+})
+
+t.test("optional auth: anonymous allowed, a wrong key is still refused", async (t) => {
+  t.same(await (await fetch(`${base}/maybe`)).json(), { userId: null })
+  t.same(await (await fetch(`${base}/maybe`, { headers: { "xi-api-key": user.apiKey } })).json(), { userId: user.userId })
+  await expectError(t, await fetch(`${base}/maybe`, { headers: { "xi-api-key": "sk_svc_wrong" } }), 401, "invalid_api_key")
+})
+
+t.test("unknown routes 404, wrong methods 405 with Allow", async (t) => {
+  await expectError(t, await fetch(`${base}/nowhere`), 404, "not_found")
+  const res = await fetch(`${base}/whoami`, { method: "DELETE" })
+  await expectError(t, res, 405, "method_not_allowed")
+  t.equal(res.headers.get("allow"), "GET")
+})
+
+t.test("path parameters are decoded; bodies within the limit are read", async (t) => {
+  const res = await fetch(`${base}/echo/a%20b`, { method: "POST", body: new Uint8Array(1000) })
+  t.same(await res.json(), { name: "a b", bytes: 1000 })
+})
+
+t.test("413 from Content-Length before the body is read", async (t) => {
+  await expectError(t, await fetch(`${base}/echo/x`, { method: "POST", body: new Uint8Array(5000) }), 413, "payload_too_large")
+})
+
+t.test("413 while a chunked body streams in, before it ends", async (t) => {
+  // A raw socket sends chunks without Content-Length and never finishes the body: the answer
+  // must come as soon as the limit is passed, not when the body ends.
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(server.port, "127.0.0.1", () => {
+      socket.write("POST /echo/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+      const chunk = "800\r\n" + "z".repeat(0x800) + "\r\n"
+      socket.write(chunk)
+    })
+    let text = ""
+    socket.on("data", (d) => {
+      text += d.toString()
+      if (text.includes("payload_too_large")) {
+        socket.destroy()
+        resolve(text)
+      }
+    })
+    socket.on("error", reject)
+    setTimeout(() => reject(new Error("no answer while the body was still open")), 20_000).unref()
+  })
+  t.match(answer, /^HTTP\/1\.1 413/)
+})
+
+t.test("internal faults give a generic 500 without internal messages", async (t) => {
+  const body = await expectError(t, await fetch(`${base}/boom`), 500, "internal_error")
+  t.notMatch(body.detail.message, /secret/)
+})
+
+t.test("client request ids are kept", async (t) => {
+  const res = await fetch(`${base}/maybe`, { headers: { "x-request-id": "abc-123" } })
+  t.equal(res.headers.get("x-request-id"), "abc-123")
+})
+
+t.test("streamed replies: full, failing before the first chunk, failing mid-stream", async (t) => {
+  const full = await fetch(`${base}/stream/9`)
+  t.equal(full.status, 200)
+  t.equal((await full.arrayBuffer()).byteLength, 3000)
+  // Failure on the first segment: a normal error status before any audio.
+  await expectError(t, await fetch(`${base}/stream/0`), 502, "engine_failed")
+  // Failure on segment 2: the connection ends after segment 1, no error body (a short read).
+  const partial = await fetch(`${base}/stream/2`)
+  t.equal(partial.status, 200)
+  const received: Array<number> = []
+  const reader = partial.body!.getReader()
+  let failed = false
+  try {
+    while (true) {
+      const { done, value } = await reader.read()
+      if (done) break
+      received.push(...value)
+    }
+  } catch {
+    failed = true
+  }
+  t.ok(failed, "the body read ends in an error (connection closed)")
+  t.ok(received.length <= 2000 && received.length >= 1000, `got ${received.length} bytes of 2000 sent`)
+  t.notOk(received.includes(3), "no bytes of the failed segment")
+})
+
+t.test("error table: every row maps to its status and code", async (t) => {
+  for (const [key, row] of errorTable()) {
+    const [tag, reason] = key.split(".")
+    const { error } = toApiError({ _tag: tag, reason, message: "m" })
+    t.equal(error.status, row.status, key)
+    t.equal(error.code, row.code, key)
+  }
+  t.equal(toApiError(new Error("x")).error.status, 500)
+  t.equal(toApiError({ _tag: "AccountsError", reason: "InsufficientCredits", message: "out" }).error.status, 402)
+})
+
+t.test("graceful shutdown: in-flight request finishes, new connections refused", async (t) => {
+  const inflight = fetch(`${base}/slow`)
+  await Effect.runPromise(Deferred.await(started))
+  const drained = Effect.runPromise(server.drain("20 seconds"))
+  // The listener is closed: a new connection cannot be made.
+  const refused = await new Promise<boolean>((resolve) => {
+    const s = net.connect(server.port, "127.0.0.1")
+    s.on("connect", () => {
+      s.destroy()
+      resolve(false)
+    })
+    s.on("error", () => resolve(true))
+  })
+  t.ok(refused, "new connections refused while draining")
+  await Effect.runPromise(Deferred.succeed(release, undefined))
+  const res = await inflight
+  t.equal(res.status, 200)
+  t.same(await res.json(), { finished: true })
+  await drained
+  t.equal(server.inFlight(), 0)
+})
