@@ -1,0 +1,37 @@
+import { Effect } from "effect"
+import { readFileSync } from "node:fs"
+import t from "tap"
+import { AppConfig, AppConfigFrom } from "../../runtime/Config.ts"
+import { readmeWithTable } from "../../scripts/config-table.ts"
+
+const load = (env: Record<string, string>) =>
+  Effect.runPromise(Effect.flatMap(AppConfig, Effect.succeed).pipe(Effect.provide(AppConfigFrom(env))))
+
+t.test("defaults", async (t) => {
+  const c = await load({})
+  t.equal(c.port, 8080)
+  t.equal(c.apiBase, "/api/v1")
+  t.equal(c.siteUrlText, "http://localhost:8080")
+  t.equal(c.databaseUrl._tag, "None")
+  t.ok(c.workers >= 1)
+})
+
+t.test("every bad value is reported at once, by name", async (t) => {
+  const error = await load({ PORT: "http", WORKERS: "0", LOG_LEVEL: "loud", SITE_URL: "not a url", MAX_JSON_BODY_BYTES: "-5" }).then(
+    () => undefined,
+    (e: Error) => e
+  )
+  t.ok(error)
+  for (const name of ["PORT", "WORKERS", "LOG_LEVEL", "SITE_URL", "MAX_JSON_BODY_BYTES"]) t.match(error!.message, new RegExp(`\\b${name}: `))
+})
+
+t.test("SITE_URL keeps no trailing slash; DATABASE_URL is redacted", async (t) => {
+  const c = await load({ SITE_URL: "https://speech.example/", DATABASE_URL: "postgres://u:secret@h/db" })
+  t.equal(c.siteUrlText, "https://speech.example")
+  t.notMatch(JSON.stringify(c), /secret/)
+})
+
+t.test("README configuration table matches runtime/Config.ts (npm run docs:config)", async (t) => {
+  const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
+  t.equal(readme, readmeWithTable(readme))
+})
