@@ -1,0 +1,363 @@
+/**
+ * Users, API keys and credits: who is calling, and may they spend.
+ *
+ * `authenticate` runs on every request, so key lookups are cached in memory by key hash, with
+ * bounds on both memory and staleness:
+ * - a key deleted through this process stops working at once (the cache entry is dropped);
+ * - with PostgreSQL, a trigger on `api_keys` NOTIFYs every change and each process LISTENs, so a
+ *   key deleted by another process (the admin CLI, or psql) stops working within milliseconds;
+ *   while the LISTEN connection is down, entries live only `shortTtlMs`;
+ * - embedded PGlite has one backend shared by all connections, and notifications do not reach
+ *   other connections, let alone other processes: there a positive entry lives `shortTtlMs`
+ *   (2 s), so a key deleted by the admin CLI keeps working for at most 2 s in a running server;
+ * - unknown keys are remembered for `shortTtlMs` in a separate, smaller cache, so a flood of
+ *   bad keys can neither grow memory nor evict good keys.
+ *
+ * Credits are never cached: `debit` is one conditional UPDATE, so concurrent debits cannot
+ * overdraw an account, on any number of processes.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Context, Data, Effect, Layer, Option, Queue, Schedule } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
+import { BoundedCache } from "./BoundedCache.ts"
+import { Database } from "./Database.ts"
+
+export interface Principal {
+  readonly userId: string
+  /** The API key used, or null for credentials that are not keys (OAuth tokens). */
+  readonly keyId: string | null
+  readonly scopes: ReadonlyArray<string>
+}
+
+/** What an API key may do: everything (keys are the owner's own credential). */
+export const apiKeyScopes: ReadonlyArray<string> = Object.freeze(["tts", "asr", "voices", "summary", "translate", "denoise"])
+
+export class AccountsError extends Data.TaggedError("AccountsError")<{
+  readonly reason: "InvalidKey" | "UserNotFound" | "KeyNotFound" | "InsufficientCredits"
+  readonly message: string
+}> {}
+
+export interface User {
+  readonly userId: string
+  readonly name: string
+  readonly credits: number
+  readonly createdAt: Date
+}
+
+export interface UserSummary extends User {
+  /** Keys not deleted. */
+  readonly keyCount: number
+}
+
+export interface KeyInfo {
+  readonly keyId: string
+  readonly userId: string
+  readonly name: string
+  /** First characters of the key, for recognising it in a list. */
+  readonly prefix: string
+  readonly createdAt: Date
+}
+
+export interface MintedKey {
+  readonly keyId: string
+  /** The only time the full key exists outside its owner's hands: show it once. */
+  readonly apiKey: string
+  readonly prefix: string
+}
+
+export interface DeletedKey {
+  readonly keyId: string
+  readonly userId: string
+}
+
+export interface AccountsShape {
+  readonly authenticate: (apiKey: string) => Effect.Effect<Principal, AccountsError | SqlError>
+  readonly createUser: (input: { readonly name: string; readonly credits?: number | undefined }) => Effect.Effect<User, SqlError>
+  readonly createUserWithKey: (input: {
+    readonly name: string
+    readonly credits?: number | undefined
+  }) => Effect.Effect<{ readonly userId: string; readonly apiKey: string; readonly keyId: string }, SqlError>
+  readonly mintKey: (userId: string, name?: string) => Effect.Effect<MintedKey, AccountsError | SqlError>
+  /** Takes a key id (`key_…`) or the full key (`sk_svc_…`). */
+  readonly deleteKey: (keyIdOrKey: string) => Effect.Effect<DeletedKey, AccountsError | SqlError>
+  readonly listKeys: (userId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, AccountsError | SqlError>
+  readonly listUsers: () => Effect.Effect<ReadonlyArray<UserSummary>, SqlError>
+  /** Adds credits; returns the new balance. */
+  readonly grantCredits: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+  readonly balance: (userId: string) => Effect.Effect<number, AccountsError | SqlError>
+  /** Spends credits atomically; returns the remaining balance, or fails with InsufficientCredits. */
+  readonly debit: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+  /** Gives back credits debited for work that then failed; returns the new balance. */
+  readonly refund: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+}
+
+export class Accounts extends Context.Service<Accounts, AccountsShape>()("speech/storage/Accounts") {}
+
+export interface AccountsOptions {
+  /** Credits of a user created without an explicit amount (INITIAL_CREDITS). Default 0. */
+  readonly initialCredits?: number
+  /** Staleness bound where no notification can be relied on, ms. Default 2000. */
+  readonly shortTtlMs?: number
+  /** Lifetime of a cached key while LISTEN is confirmed (a safety net only), ms. Default 300000. */
+  readonly listenTtlMs?: number
+  /** Cached valid keys. Default 10000. */
+  readonly maxCachedKeys?: number
+  /** Cached unknown keys. Default 1000. */
+  readonly maxCachedUnknownKeys?: number
+}
+
+/** Channel the `api_keys` trigger of migration 0001 notifies, payload = hex of key_hash. */
+const keyChannel = "speech_api_keys"
+
+const invalidKey = () => new AccountsError({ reason: "InvalidKey", message: "invalid API key" })
+const userNotFound = (userId: string) => new AccountsError({ reason: "UserNotFound", message: `no user ${userId}` })
+
+/** Amounts come from our own code and the CLI, which validates first: anything else is a bug. */
+const requireAmount = (operation: string, amount: number): Effect.Effect<void> =>
+  Number.isSafeInteger(amount) && amount >= 0
+    ? Effect.void
+    : Effect.die(new RangeError(`Accounts.${operation}: amount must be a non-negative safe integer, got ${amount}`))
+
+const toNumber = (value: bigint | number | string): number => Number(value)
+
+export const makeAccounts = (options: AccountsOptions = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    const database = yield* Effect.serviceOption(Database)
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const initialCredits = options.initialCredits ?? 0
+    const shortTtlMs = options.shortTtlMs ?? 2_000
+    const listenTtlMs = options.listenTtlMs ?? 300_000
+
+    const known = new BoundedCache<string, Principal>(options.maxCachedKeys ?? 10_000)
+    const unknown = new BoundedCache<string, true>(options.maxCachedUnknownKeys ?? 1_000)
+    /** True only while a LISTEN on `keyChannel` is confirmed. */
+    let listening = false
+    /**
+     * Bumped by every invalidation. A lookup that began before one must not cache its result:
+     * it may have read a row that the invalidation was about.
+     */
+    let epoch = 0
+    const invalidate = (hashHex: string | undefined) => {
+      epoch++
+      if (hashHex === undefined) {
+        known.clear()
+        unknown.clear()
+      } else {
+        known.delete(hashHex)
+        unknown.delete(hashHex)
+      }
+    }
+
+    if (Option.isSome(pg) && Option.isSome(database) && database.value.crossProcessNotify) {
+      const client = pg.value
+      const listenOnce = Effect.scoped(
+        Effect.gen(function*() {
+          const notifications = yield* client.listen(keyChannel)
+          // Changes before this point were not heard: start from an empty cache.
+          invalidate(undefined)
+          listening = true
+          yield* Effect.forever(Effect.map(Queue.take(notifications), (n) => invalidate(n.payload)))
+        })
+      ).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          listening = false
+          invalidate(undefined)
+        })),
+        Effect.tapError((error) => Effect.logWarning("API key change notifications lost; retrying", error))
+      )
+      yield* Effect.forkScoped(Effect.retry(listenOnce, Schedule.spaced("1 second")))
+    }
+
+    const authenticate = Effect.fn("Accounts.authenticate")(function*(apiKey: string) {
+      if (!isWellFormedApiKey(apiKey)) return yield* invalidKey()
+      const hash = hashApiKey(apiKey)
+      const hashHex = hash.toString("hex")
+      const cached = known.get(hashHex, Date.now())
+      if (cached !== undefined) return cached
+      if (unknown.get(hashHex, Date.now()) !== undefined) return yield* invalidKey()
+      const startedAt = epoch
+      const rows = yield* sql<{ id: string; user_id: string }>`
+        SELECT id, user_id FROM api_keys WHERE key_hash = ${hash} AND deleted_at IS NULL`
+      const row = rows[0]
+      const cacheable = startedAt === epoch
+      if (row === undefined) {
+        if (cacheable) unknown.set(hashHex, true, shortTtlMs, Date.now())
+        return yield* invalidKey()
+      }
+      const principal: Principal = { userId: row.user_id, keyId: row.id, scopes: apiKeyScopes }
+      if (cacheable) known.set(hashHex, principal, listening ? listenTtlMs : shortTtlMs, Date.now())
+      return principal
+    })
+
+    const insertUser = (name: string, credits: number) =>
+      Effect.gen(function*() {
+        yield* requireAmount("createUser", credits)
+        const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date }>`
+          INSERT INTO users (id, name, credits) VALUES (${randomId("usr")}, ${name}, ${credits})
+          RETURNING id, name, credits, created_at`
+        const row = rows[0]!
+        return { userId: row.id, name: row.name, credits: toNumber(row.credits), createdAt: row.created_at } satisfies User
+      })
+
+    /** None when the user does not exist. */
+    const insertKey = (userId: string, name: string) =>
+      Effect.gen(function*() {
+        const apiKey = generateApiKey()
+        const keyId = randomId("key")
+        const prefix = displayPrefix(apiKey)
+        const hash = hashApiKey(apiKey)
+        const rows = yield* sql`
+          INSERT INTO api_keys (id, user_id, name, key_hash, key_prefix)
+          SELECT ${keyId}, id, ${name}, ${hash}, ${prefix} FROM users WHERE id = ${userId}
+          RETURNING id`
+        if (rows.length === 0) return Option.none<MintedKey>()
+        // A lookup of this exact key can only have failed by guessing it; forget it anyway.
+        invalidate(hash.toString("hex"))
+        return Option.some<MintedKey>({ keyId, apiKey, prefix })
+      })
+
+    const createUser = Effect.fn("Accounts.createUser")(function*(input: { readonly name: string; readonly credits?: number | undefined }) {
+      return yield* insertUser(input.name, input.credits ?? initialCredits)
+    })
+
+    const createUserWithKey = Effect.fn("Accounts.createUserWithKey")(function*(input: {
+      readonly name: string
+      readonly credits?: number | undefined
+    }) {
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        const user = yield* insertUser(input.name, input.credits ?? initialCredits)
+        const key = yield* insertKey(user.userId, "default")
+        if (Option.isNone(key)) return yield* Effect.die(new Error("user vanished inside its own transaction"))
+        return { userId: user.userId, apiKey: key.value.apiKey, keyId: key.value.keyId }
+      }))
+    })
+
+    const mintKey = Effect.fn("Accounts.mintKey")(function*(userId: string, name?: string) {
+      const key = yield* insertKey(userId, name ?? "default")
+      if (Option.isNone(key)) return yield* userNotFound(userId)
+      return key.value
+    })
+
+    const deleteKey = Effect.fn("Accounts.deleteKey")(function*(keyIdOrKey: string) {
+      const rows = keyIdOrKey.startsWith(apiKeyPrefix)
+        ? yield* sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
+            UPDATE api_keys SET deleted_at = now()
+            WHERE key_hash = ${hashApiKey(keyIdOrKey)} AND deleted_at IS NULL
+            RETURNING id, user_id, key_hash`
+        : yield* sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
+            UPDATE api_keys SET deleted_at = now()
+            WHERE id = ${keyIdOrKey} AND deleted_at IS NULL
+            RETURNING id, user_id, key_hash`
+      const row = rows[0]
+      if (row === undefined) {
+        return yield* new AccountsError({ reason: "KeyNotFound", message: `no active key ${describeKey(keyIdOrKey)}` })
+      }
+      invalidate(Buffer.from(row.key_hash).toString("hex"))
+      return { keyId: row.id, userId: row.user_id } satisfies DeletedKey
+    })
+
+    const userExists = (userId: string) =>
+      Effect.map(sql`SELECT 1 FROM users WHERE id = ${userId}`, (rows) => rows.length > 0)
+
+    const listKeys = Effect.fn("Accounts.listKeys")(function*(userId: string) {
+      const rows = yield* sql<{ id: string; user_id: string; name: string; key_prefix: string; created_at: Date }>`
+        SELECT id, user_id, name, key_prefix, created_at FROM api_keys
+        WHERE user_id = ${userId} AND deleted_at IS NULL
+        ORDER BY created_at, id`
+      if (rows.length === 0 && !(yield* userExists(userId))) return yield* userNotFound(userId)
+      return rows.map((row): KeyInfo => ({
+        keyId: row.id,
+        userId: row.user_id,
+        name: row.name,
+        prefix: row.key_prefix,
+        createdAt: row.created_at
+      }))
+    })
+
+    const listUsers = Effect.fn("Accounts.listUsers")(function*() {
+      const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date; key_count: bigint }>`
+        SELECT u.id, u.name, u.credits, u.created_at,
+               count(k.id) FILTER (WHERE k.deleted_at IS NULL) AS key_count
+        FROM users u LEFT JOIN api_keys k ON k.user_id = u.id
+        GROUP BY u.id
+        ORDER BY u.created_at, u.id`
+      return rows.map((row): UserSummary => ({
+        userId: row.id,
+        name: row.name,
+        credits: toNumber(row.credits),
+        createdAt: row.created_at,
+        keyCount: toNumber(row.key_count)
+      }))
+    })
+
+    const addCredits = (operation: string, userId: string, amount: number) =>
+      Effect.gen(function*() {
+        yield* requireAmount(operation, amount)
+        const rows = yield* sql<{ credits: bigint }>`
+          UPDATE users SET credits = credits + ${amount} WHERE id = ${userId} RETURNING credits`
+        const row = rows[0]
+        if (row === undefined) return yield* userNotFound(userId)
+        return toNumber(row.credits)
+      })
+
+    const grantCredits = Effect.fn("Accounts.grantCredits")(function*(userId: string, amount: number) {
+      return yield* addCredits("grantCredits", userId, amount)
+    })
+
+    const refund = Effect.fn("Accounts.refund")(function*(userId: string, amount: number) {
+      return yield* addCredits("refund", userId, amount)
+    })
+
+    const balance = Effect.fn("Accounts.balance")(function*(userId: string) {
+      const rows = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
+      const row = rows[0]
+      if (row === undefined) return yield* userNotFound(userId)
+      return toNumber(row.credits)
+    })
+
+    const debit = Effect.fn("Accounts.debit")(function*(userId: string, amount: number) {
+      yield* requireAmount("debit", amount)
+      // One statement: the row lock taken by UPDATE makes check-and-subtract atomic, so
+      // concurrent debits serialise on the row and none can take the balance below zero.
+      const rows = yield* sql<{ credits: bigint }>`
+        UPDATE users SET credits = credits - ${amount}
+        WHERE id = ${userId} AND credits >= ${amount}
+        RETURNING credits`
+      const row = rows[0]
+      if (row !== undefined) return toNumber(row.credits)
+      const current = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
+      if (current[0] === undefined) return yield* userNotFound(userId)
+      return yield* new AccountsError({
+        reason: "InsufficientCredits",
+        message: `this needs ${amount} credits and the account has ${toNumber(current[0].credits)}`
+      })
+    })
+
+    return Accounts.of({
+      authenticate,
+      createUser,
+      createUserWithKey,
+      mintKey,
+      deleteKey,
+      listKeys,
+      listUsers,
+      grantCredits,
+      balance,
+      debit,
+      refund
+    })
+  })
+
+/** Never echo a full key back (it may land in a log): keep its display prefix only. */
+const describeKey = (keyIdOrKey: string): string =>
+  keyIdOrKey.startsWith(apiKeyPrefix) ? `${displayPrefix(keyIdOrKey)}…` : keyIdOrKey
+
+/** Accounts over the `SqlClient` in context; uses LISTEN when the `Database` says it crosses processes. */
+export const accountsLayer = (options: AccountsOptions = {}): Layer.Layer<Accounts, never, SqlClient> =>
+  Layer.effect(Accounts, makeAccounts(options))
+
+/** Accounts with default options (new users start with 0 credits unless told otherwise). */
+export const AccountsLive: Layer.Layer<Accounts, never, SqlClient> = accountsLayer()

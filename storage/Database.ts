@@ -1,0 +1,141 @@
+/**
+ * The database of the service, as one Layer providing effect's `SqlClient` and `PgClient`.
+ *
+ * With a `databaseUrl` it connects to that PostgreSQL. Without one it uses embedded PGlite in
+ * `${dataDir}/pglite`, served on a unix socket in `dataDir` (EmbeddedPostgres.ts), and connects
+ * @effect/sql-pg to that socket, so both modes run the same SQL through the same driver.
+ * Migrations are applied while the layer builds. Closing the layer closes the client, then the
+ * socket server, then PGlite.
+ *
+ * Embedded-mode differences that callers must respect:
+ * - one backend runs one request at a time: a transaction blocks all other connections until
+ *   it ends, so never wait inside a transaction for another connection's query;
+ * - LISTEN/NOTIFY does not cross connections: use in-process notification and bound
+ *   staleness between processes (see `Database.crossProcessNotify`).
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { type Cause, Context, Effect, Layer, Redacted } from "effect"
+import * as Reactivity from "effect/reactivity/Reactivity"
+import type { MigrationError } from "effect/sql/Migrator"
+import { SqlClient } from "effect/sql/SqlClient"
+import type { SqlError } from "effect/sql/SqlError"
+import type { DatabaseError } from "./DatabaseError.ts"
+import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
+import { runMigrations } from "./Migrations.ts"
+import type { EmbeddedRole } from "./PgliteOwnership.ts"
+
+export { DatabaseError } from "./DatabaseError.ts"
+export type { EmbeddedRole } from "./PgliteOwnership.ts"
+
+export interface DatabaseOptions {
+  /** PostgreSQL URL; `undefined` (or "") selects embedded PGlite under `dataDir`. */
+  readonly databaseUrl: string | undefined
+  /** Directory for the embedded database (created if missing); unused with a URL. */
+  readonly dataDir: string
+  /**
+   * Embedded mode only. "server" (default): owns the directory, waits for an admin tool that
+   * holds it for a moment, refuses to share with another server. "tool": uses the running
+   * owner's socket, or owns the directory itself for as long as it runs.
+   */
+  readonly embeddedRole?: EmbeddedRole
+  /** Pool size. Default 10 with PostgreSQL; 4 (server) or 2 (tool) embedded, where one backend runs everything. */
+  readonly maxConnections?: number
+  /** Apply pending migrations while the layer builds (default true). */
+  readonly migrate?: boolean
+  /** PostgreSQL only: session `search_path` sent at connection start-up (tests use a schema each). */
+  readonly searchPath?: string
+  /** Embedded mode: how long to wait for another process's database to start or finish, ms (default 30000). */
+  readonly ownerWaitMs?: number
+}
+
+export interface DatabaseInfo {
+  readonly mode: "postgres" | "embedded"
+  /**
+   * Whether a NOTIFY sent by another process reaches a LISTEN in this one. False in embedded
+   * mode, where every process shares one PGlite backend session.
+   */
+  readonly crossProcessNotify: boolean
+  /** For start-up logs; never contains credentials. */
+  readonly description: string
+}
+
+/** Which kind of database the layer opened. */
+export class Database extends Context.Service<Database, DatabaseInfo>()("speech/storage/Database") {}
+
+const applicationName = "speech-service"
+
+const connectPostgres = (url: string, options: DatabaseOptions) =>
+  Effect.gen(function*() {
+    const client = yield* PgClient.make({
+      url: Redacted.make(url),
+      applicationName,
+      maxConnections: options.maxConnections ?? 10,
+      ...(options.searchPath === undefined ? {} : { startupParameters: { search_path: options.searchPath } })
+    })
+    const where = safeUrlDescription(url)
+    return { client, info: { mode: "postgres", crossProcessNotify: true, description: `PostgreSQL ${where}` } satisfies DatabaseInfo }
+  })
+
+const connectEmbedded = (options: DatabaseOptions) =>
+  Effect.gen(function*() {
+    const role = options.embeddedRole ?? "server"
+    const endpoint = yield* EmbeddedPostgres.acquire({
+      dataDir: options.dataDir,
+      role,
+      ...(options.ownerWaitMs === undefined ? {} : { waitMs: options.ownerWaitMs })
+    })
+    const client = yield* PgClient.make({
+      path: endpoint.socketPath,
+      username: "postgres",
+      database: "postgres",
+      applicationName,
+      maxConnections: options.maxConnections ?? (role === "server" ? 4 : 2),
+      // Prepared statements live in the one shared backend and outlive the connection that made
+      // them; with pool connections coming and going they would pile up there forever.
+      prepare: false
+    })
+    const how = endpoint.kind === "owner" ? "owned by this process" : `served by pid ${endpoint.ownerPid ?? "?"}`
+    return {
+      client,
+      info: {
+        mode: "embedded",
+        crossProcessNotify: false,
+        description: `embedded PGlite in ${endpoint.dataDir} (${how})`
+      } satisfies DatabaseInfo
+    }
+  })
+
+/** Host, port and database of a URL, without user or password. */
+const safeUrlDescription = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    return `${parsed.hostname}${parsed.port ? `:${parsed.port}` : ""}${parsed.pathname}`
+  } catch {
+    return "(unparsable URL)"
+  }
+}
+
+/** Opens the database, applies migrations, and closes everything when the layer's scope ends. */
+export const databaseLayer = (
+  options: DatabaseOptions
+): Layer.Layer<Database | PgClient.PgClient | SqlClient, DatabaseError | SqlError | MigrationError> =>
+  Layer.effectContext(
+    Effect.gen(function*() {
+      const { client, info } = options.databaseUrl !== undefined && options.databaseUrl !== ""
+        ? yield* connectPostgres(options.databaseUrl, options)
+        : yield* connectEmbedded(options)
+      if (options.migrate !== false) {
+        yield* runMigrations.pipe(Effect.provideService(SqlClient, client))
+      }
+      return Context.make(PgClient.PgClient, client).pipe(
+        Context.add(SqlClient, client),
+        Context.add(Database, info)
+      )
+    })
+  ).pipe(Layer.provide(Reactivity.layer))
+
+/** Readiness probe for /readyz: `SELECT 1`, failing when it errs or takes over 2 s. */
+export const databaseReady: Effect.Effect<void, SqlError | Cause.TimeoutError, SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient
+  yield* sql`SELECT 1`
+}).pipe(Effect.timeout("2 seconds"))

@@ -1,0 +1,22 @@
+/**
+ * The schema's version history, applied at start-up by every process that opens the database
+ * (server and admin CLI alike, embedded or PostgreSQL).
+ *
+ * Migrations are a static record rather than a directory scan so that they are type-checked and
+ * bundled like any other module. Concurrent runs are safe: the migrator locks its table inside
+ * a transaction, and a run that finds the work done applies nothing.
+ */
+import * as Migrator from "effect/sql/Migrator"
+import accounts from "./migrations/0001_accounts.ts"
+
+export const migrations = {
+  "0001_accounts": accounts
+}
+
+export const migrationsTable = "speech_migrations"
+
+/** Applies pending migrations; returns the `[id, name]` pairs it applied. */
+export const runMigrations = Migrator.make({})({
+  loader: Migrator.fromRecord(migrations),
+  table: migrationsTable
+})
