@@ -1,0 +1,265 @@
+/**
+ * The admin command line: users, API keys and credits, from a shell.
+ *
+ *   npm run --silent admin -- <command> [options]      (or: npx tsx runtime/admin.ts ...)
+ *
+ * It reads the server's settings (DATA_DIR, DATABASE_URL, INITIAL_CREDITS), applies migrations,
+ * and works while the server runs: in embedded mode it goes through the server's socket instead
+ * of opening the PGlite directory. Mistakes get a one-line message and exit code 1, never a stack
+ * trace. With --json every command prints one JSON document on one line of stdout; scripts and
+ * load tests rely on `create-user --json` printing exactly {"user_id":"...","api_key":"..."}.
+ * (Plain `npm run` adds its own banner to stdout: use `--silent` when parsing the output.)
+ */
+import { Cause, Effect, Exit, Fiber, Layer, References } from "effect"
+import { parseArgs } from "node:util"
+import { type AccountsError, accountsLayer } from "../storage/Accounts.ts"
+import { Accounts } from "../storage/Accounts.ts"
+import { databaseLayer } from "../storage/Database.ts"
+import { AppConfig, AppConfigFromEnv, databaseUrlText } from "./Config.ts"
+
+const usage = `Usage: npm run --silent admin -- <command> [options]
+
+Commands:
+  create-user --name NAME [--credits N]   create a user and its first API key
+                                          (credits default to INITIAL_CREDITS)
+  mint-key --user USER_ID [--name NAME]   mint another API key for a user
+  delete-key --key KEY_ID_OR_KEY          delete an API key (by id or by the key itself)
+  grant --user USER_ID --credits N        add N credits to a user
+  list-users                              users with their credits and key counts
+  list-keys --user USER_ID                a user's active keys
+  help                                    this text
+
+Options:
+  --json   print one JSON document on one line instead of text
+
+Settings come from the environment, as for the server: DATA_DIR, DATABASE_URL, INITIAL_CREDITS.
+API keys are shown once, when created; only their hash is stored.`
+
+/** A mistake in the command line: reported with the usage hint, before touching the database. */
+class UsageError {
+  constructor(readonly message: string) {}
+}
+
+type Command =
+  | { readonly kind: "help" }
+  | { readonly kind: "create-user"; readonly name: string; readonly credits: number | undefined }
+  | { readonly kind: "mint-key"; readonly user: string; readonly name: string | undefined }
+  | { readonly kind: "delete-key"; readonly key: string }
+  | { readonly kind: "grant"; readonly user: string; readonly credits: number }
+  | { readonly kind: "list-users" }
+  | { readonly kind: "list-keys"; readonly user: string }
+
+const optionsOf: Record<Command["kind"], ReadonlyArray<string>> = {
+  "help": [],
+  "create-user": ["name", "credits"],
+  "mint-key": ["user", "name"],
+  "delete-key": ["key"],
+  "grant": ["user", "credits"],
+  "list-users": [],
+  "list-keys": ["user"]
+}
+
+const isCommandName = (name: string): name is Command["kind"] => Object.hasOwn(optionsOf, name)
+
+const credits = (text: string | undefined, min: number): number | undefined => {
+  if (text === undefined) return undefined
+  const value = /^\d+$/.test(text) ? Number(text) : Number.NaN
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new UsageError(`--credits must be a whole number of at least ${min}, got "${text}"`)
+  }
+  return value
+}
+
+const required = (value: string | undefined, option: string, command: string): string => {
+  if (value === undefined || value.trim() === "") throw new UsageError(`${command} needs --${option}`)
+  return value.trim()
+}
+
+/** Parses argv; throws UsageError. */
+export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: Command; readonly json: boolean } => {
+  let parsed
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        name: { type: "string" },
+        credits: { type: "string" },
+        user: { type: "string" },
+        key: { type: "string" },
+        json: { type: "boolean" },
+        help: { type: "boolean", short: "h" }
+      }
+    })
+  } catch (error) {
+    // Node's messages run on with advice for programmers; the first sentence is the point.
+    throw new UsageError((error instanceof Error ? error.message : String(error)).split("\n")[0]!.split(". ")[0]!)
+  }
+  const { positionals, values } = parsed
+  const json = values.json === true
+  if (values.help === true) return { command: { kind: "help" }, json }
+  const [name, ...extra] = positionals
+  if (name === undefined) throw new UsageError("no command given")
+  if (!isCommandName(name)) throw new UsageError(`unknown command "${name}"`)
+  if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`)
+  for (const option of ["name", "credits", "user", "key"] as const) {
+    if (values[option] !== undefined && !optionsOf[name].includes(option)) {
+      throw new UsageError(`${name} does not take --${option}`)
+    }
+  }
+  switch (name) {
+    case "help":
+      return { command: { kind: "help" }, json }
+    case "create-user":
+      return { command: { kind: name, name: required(values.name, "name", name), credits: credits(values.credits, 0) }, json }
+    case "mint-key":
+      return { command: { kind: name, user: required(values.user, "user", name), name: values.name?.trim() || undefined }, json }
+    case "delete-key":
+      return { command: { kind: name, key: required(values.key, "key", name) }, json }
+    case "grant":
+      return {
+        command: { kind: name, user: required(values.user, "user", name), credits: credits(required(values.credits, "credits", name), 1)! },
+        json
+      }
+    case "list-users":
+      return { command: { kind: name }, json }
+    case "list-keys":
+      return { command: { kind: name, user: required(values.user, "user", name) }, json }
+  }
+}
+
+const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()
+  return [line(headers), ...rows.map(line)].join("\n")
+}
+
+/** Runs one command and returns what to print: a JSON value or lines of text. */
+const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
+  Effect.gen(function*() {
+    const accounts = yield* Accounts
+    const out = (value: unknown, text: string) => (json ? JSON.stringify(value) : text)
+    switch (command.kind) {
+      case "create-user": {
+        const created = yield* accounts.createUserWithKey({ name: command.name, credits: command.credits })
+        const balance = yield* accounts.balance(created.userId)
+        return out(
+          { user_id: created.userId, api_key: created.apiKey },
+          `created user ${created.userId} "${command.name}" with ${balance} credits\n` +
+            `API key ${created.keyId} (shown once, store it now):\n${created.apiKey}`
+        )
+      }
+      case "mint-key": {
+        const minted = yield* accounts.mintKey(command.user, command.name)
+        return out(
+          { user_id: command.user, key_id: minted.keyId, api_key: minted.apiKey, prefix: minted.prefix },
+          `minted key ${minted.keyId} for ${command.user} (shown once, store it now):\n${minted.apiKey}`
+        )
+      }
+      case "delete-key": {
+        const deleted = yield* accounts.deleteKey(command.key)
+        return out(
+          { key_id: deleted.keyId, user_id: deleted.userId, deleted: true },
+          `deleted key ${deleted.keyId} of user ${deleted.userId}`
+        )
+      }
+      case "grant": {
+        const balance = yield* accounts.grantCredits(command.user, command.credits)
+        return out({ user_id: command.user, credits: balance }, `user ${command.user} now has ${balance} credits`)
+      }
+      case "list-users": {
+        const users = yield* accounts.listUsers()
+        return out(
+          users.map((u) => ({ user_id: u.userId, name: u.name, credits: u.credits, keys: u.keyCount, created_at: u.createdAt.toISOString() })),
+          users.length === 0
+            ? "no users yet (create one with: create-user --name NAME)"
+            : table(
+              ["USER", "NAME", "CREDITS", "KEYS", "CREATED"],
+              users.map((u) => [u.userId, u.name, String(u.credits), String(u.keyCount), u.createdAt.toISOString()])
+            )
+        )
+      }
+      case "list-keys": {
+        const keys = yield* accounts.listKeys(command.user)
+        return out(
+          keys.map((k) => ({ key_id: k.keyId, name: k.name, prefix: k.prefix, created_at: k.createdAt.toISOString() })),
+          keys.length === 0
+            ? `user ${command.user} has no active keys`
+            : table(["KEY", "NAME", "PREFIX", "CREATED"], keys.map((k) => [k.keyId, k.name, `${k.prefix}…`, k.createdAt.toISOString()]))
+        )
+      }
+    }
+  })
+
+/** Layers of a command run: settings from the environment, the database as a "tool", accounts. */
+const layers = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* AppConfig
+  return accountsLayer({ initialCredits: config.initialCredits }).pipe(
+    Layer.provideMerge(databaseLayer({ databaseUrl: databaseUrlText(config), dataDir: config.dataDir, embeddedRole: "tool" }))
+  )
+})).pipe(Layer.provide(AppConfigFromEnv))
+
+/** One line an operator can act on, for every failure we expect. */
+const describeFailure = (error: unknown): string => {
+  const tagged = error as { _tag?: string; message?: string; reason?: unknown }
+  switch (tagged._tag) {
+    case "AccountsError":
+      return (error as AccountsError).message
+    case "SqlError": {
+      const reason = tagged.reason as { cause?: { message?: string; detail?: string }; message?: string } | undefined
+      const detail = reason?.cause?.message ?? reason?.message ?? tagged.message
+      return `database error: ${detail}`
+    }
+    case "MigrationError":
+      return `database migration failed: ${tagged.message}`
+    default:
+      return tagged.message ?? String(error)
+  }
+}
+
+const main = async (argv: ReadonlyArray<string>): Promise<number> => {
+  let parsed
+  try {
+    parsed = parseCommand(argv)
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error
+    process.stderr.write(`error: ${error.message}\nRun "npm run admin -- help" for the commands.\n`)
+    return 1
+  }
+  const { command, json } = parsed
+  if (command.kind === "help") {
+    process.stdout.write(`${usage}\n`)
+    return 0
+  }
+  const program = run(command, json).pipe(
+    Effect.provide(layers),
+    // Logs would mix with the output that scripts parse; failures are reported below instead.
+    Effect.provideService(References.MinimumLogLevel, "None")
+  )
+  const fiber = Effect.runFork(program)
+  // Ctrl-C while this process owns PGlite must still close it and remove the lock.
+  const interrupt = () => Effect.runFork(Fiber.interrupt(fiber))
+  process.once("SIGINT", interrupt)
+  process.once("SIGTERM", interrupt)
+  const exit = await Effect.runPromise(Fiber.await(fiber))
+  if (Exit.isSuccess(exit)) {
+    process.stdout.write(`${exit.value}\n`)
+    return 0
+  }
+  if (Cause.hasInterruptsOnly(exit.cause)) {
+    process.stderr.write("interrupted\n")
+    return 130
+  }
+  const failure = Cause.squash(exit.cause)
+  process.stderr.write(`error: ${describeFailure(failure)}\n`)
+  return 1
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error) => {
+    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`)
+    process.exit(1)
+  }
+)
