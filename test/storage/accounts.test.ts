@@ -1,0 +1,140 @@
+/**
+ * Accounts against a fresh database of the mode the environment selects (embedded PGlite, or the
+ * PostgreSQL in DATABASE_URL): keys, authentication and its cache, credits under concurrency.
+ */
+import { Effect, Exit, Scope } from "effect"
+import { SqlClient } from "effect/sql/SqlClient"
+import t from "tap"
+import { Accounts, accountsLayer, apiKeyScopes, makeAccounts } from "../../storage/Accounts.ts"
+import { hashApiKey } from "../../storage/ApiKey.ts"
+import { useTestDatabaseWith } from "../support/database.ts"
+
+const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
+  if (Exit.isSuccess(exit)) return undefined
+  const failure = exit.cause.reasons.find((r) => r._tag === "Fail") as { error?: { reason?: string } } | undefined
+  return failure?.error?.reason ?? "not a failure"
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+t.test("accounts", async (t) => {
+  const db = useTestDatabaseWith(t, accountsLayer({ initialCredits: 100 }))
+  const accounts = await db.run(Effect.service(Accounts))
+  const run = <A, E>(effect: Effect.Effect<A, E, never>) => db.run(effect)
+  const exitOf = <A, E>(effect: Effect.Effect<A, E, never>) => db.run(Effect.exit(effect))
+
+  t.test("create a user and a key, then authenticate with it", async (t) => {
+    const user = await run(accounts.createUser({ name: "alice" }))
+    t.match(user.userId, /^usr_[0-9a-f]{20}$/)
+    t.equal(user.credits, 100, "INITIAL_CREDITS applies when no amount is given")
+    const minted = await run(accounts.mintKey(user.userId, "laptop"))
+    t.match(minted.apiKey, /^sk_svc_[A-Za-z0-9_-]{43}$/)
+    t.match(minted.keyId, /^key_[0-9a-f]{20}$/)
+    t.equal(minted.prefix, minted.apiKey.slice(0, 11))
+    const principal = await run(accounts.authenticate(minted.apiKey))
+    t.same(principal, { userId: user.userId, keyId: minted.keyId, scopes: apiKeyScopes })
+    t.same(await run(accounts.authenticate(minted.apiKey)), principal, "cached lookup gives the same principal")
+    const keys = await run(accounts.listKeys(user.userId))
+    t.same(keys.map((k) => [k.keyId, k.name, k.prefix]), [[minted.keyId, "laptop", minted.prefix]])
+  })
+
+  t.test("createUserWithKey", async (t) => {
+    const created = await run(accounts.createUserWithKey({ name: "bob", credits: 5 }))
+    t.equal(await run(accounts.balance(created.userId)), 5)
+    t.equal((await run(accounts.authenticate(created.apiKey))).keyId, created.keyId)
+    const listed = (await run(accounts.listUsers())).find((u) => u.userId === created.userId)
+    t.match(listed, { name: "bob", credits: 5, keyCount: 1 })
+  })
+
+  t.test("bad keys are InvalidKey", async (t) => {
+    t.equal(reasonOf(await exitOf(accounts.authenticate("hello"))), "InvalidKey", "no prefix")
+    t.equal(reasonOf(await exitOf(accounts.authenticate("sk_svc_short"))), "InvalidKey", "malformed")
+    const unknown = "sk_svc_" + "A".repeat(43)
+    t.equal(reasonOf(await exitOf(accounts.authenticate(unknown))), "InvalidKey", "well-formed but unknown")
+    t.equal(reasonOf(await exitOf(accounts.authenticate(unknown))), "InvalidKey", "again, from the negative cache")
+  })
+
+  t.test("a deleted key is rejected immediately, by id or by the key itself", async (t) => {
+    const created = await run(accounts.createUserWithKey({ name: "carol" }))
+    await run(accounts.authenticate(created.apiKey)) // now cached
+    const deleted = await run(accounts.deleteKey(created.keyId))
+    t.same(deleted, { keyId: created.keyId, userId: created.userId })
+    t.equal(reasonOf(await exitOf(accounts.authenticate(created.apiKey))), "InvalidKey")
+    t.equal(reasonOf(await exitOf(accounts.deleteKey(created.keyId))), "KeyNotFound", "deleting twice")
+
+    const second = await run(accounts.mintKey(created.userId))
+    await run(accounts.authenticate(second.apiKey))
+    await run(accounts.deleteKey(second.apiKey))
+    t.equal(reasonOf(await exitOf(accounts.authenticate(second.apiKey))), "InvalidKey")
+    t.same(await run(accounts.listKeys(created.userId)), [], "deleted keys are not listed")
+  })
+
+  t.test("a key deleted behind the cache's back: gone within the TTL embedded, at once with LISTEN", async (t) => {
+    // A second Accounts whose TTL is long on PostgreSQL, so only a notification can explain a
+    // quick rejection there; on PGlite nothing notifies, so the TTL (300 ms) is the bound.
+    const scope = await run(Scope.make())
+    t.teardown(() => run(Scope.close(scope, Exit.void)))
+    const strict = await db.run(
+      makeAccounts({ shortTtlMs: db.mode === "postgres" ? 60_000 : 300, listenTtlMs: 60_000 }).pipe(Scope.provide(scope))
+    )
+    const created = await run(strict.createUserWithKey({ name: "dave" }))
+    await run(strict.authenticate(created.apiKey))
+    await db.run(Effect.gen(function*() {
+      const sql = yield* SqlClient
+      yield* sql`UPDATE api_keys SET deleted_at = now() WHERE id = ${created.keyId}`
+    }))
+    const started = Date.now()
+    while (Exit.isSuccess(await exitOf(strict.authenticate(created.apiKey)))) {
+      if (Date.now() - started > 3_000) break
+      await sleep(20)
+    }
+    const elapsed = Date.now() - started
+    if (db.mode === "postgres") {
+      t.ok(elapsed < 250, `the trigger's NOTIFY reached the cache: rejected after ${elapsed} ms`)
+    } else {
+      t.ok(elapsed > 100 && elapsed < 600, `served from cache, then rejected after ${elapsed} ms (TTL 300 ms)`)
+    }
+  })
+
+  t.test("keys are stored only as their sha256", async (t) => {
+    const created = await run(accounts.createUserWithKey({ name: "frank" }))
+    const rows = await db.run(Effect.gen(function*() {
+      const sql = yield* SqlClient
+      return yield* sql<Record<string, unknown>>`SELECT * FROM api_keys WHERE id = ${created.keyId}`
+    }))
+    t.equal(rows.length, 1)
+    const row = rows[0]!
+    t.same(Buffer.from(row.key_hash as Uint8Array), hashApiKey(created.apiKey), "key_hash is sha256(key)")
+    for (const [column, value] of Object.entries(row)) {
+      const text = value instanceof Uint8Array ? Buffer.from(value).toString("latin1") : String(value)
+      t.notOk(text.includes(created.apiKey.slice(11)), `column ${column} does not hold the key's secret part`)
+    }
+  })
+
+  t.test("credits: 200 concurrent debits of 1 against 50 never overdraw", async (t) => {
+    const user = await run(accounts.createUser({ name: "grace", credits: 50 }))
+    const exits = await run(
+      Effect.forEach(Array.from({ length: 200 }), () => Effect.exit(accounts.debit(user.userId, 1)), { concurrency: "unbounded" })
+    )
+    const succeeded = exits.filter(Exit.isSuccess)
+    t.equal(succeeded.length, 50, "exactly 50 debits succeed")
+    t.ok(exits.filter(Exit.isFailure).every((e) => reasonOf(e) === "InsufficientCredits"), "the rest are InsufficientCredits")
+    t.same(new Set(succeeded.map((e) => e.value)).size, 50, "each success saw a distinct remaining balance")
+    t.equal(await run(accounts.balance(user.userId)), 0)
+  })
+
+  t.test("credits: debit, refund, grant, and their failures", async (t) => {
+    const user = await run(accounts.createUser({ name: "heidi", credits: 10 }))
+    t.equal(await run(accounts.debit(user.userId, 4)), 6)
+    t.equal(await run(accounts.refund(user.userId, 4)), 10)
+    t.equal(await run(accounts.grantCredits(user.userId, 90)), 100)
+    t.equal(reasonOf(await exitOf(accounts.debit(user.userId, 101))), "InsufficientCredits")
+    t.equal(await run(accounts.balance(user.userId)), 100, "a refused debit takes nothing")
+    t.equal(reasonOf(await exitOf(accounts.debit("usr_missing", 1))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(accounts.grantCredits("usr_missing", 1))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(accounts.balance("usr_missing"))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(accounts.mintKey("usr_missing"))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(accounts.listKeys("usr_missing"))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(accounts.deleteKey("key_missing"))), "KeyNotFound")
+  })
+})
