@@ -5,7 +5,9 @@
  * Rate: 175 wpm × voice.rate × speed, clamped by espeak to 80–450 wpm (so speed 0.5 on a slow
  * preset is slightly less slow than asked). Pitch: espeak base pitch 50 × voice.pitch (0–100).
  * Output: 22050 Hz. A word starts at its first sounding phoneme and ends at the next word or
- * clause boundary, so clause pauses stay outside words.
+ * clause boundary, so clause pauses stay outside words. espeak folds some short words into the
+ * previous one ("was a" is one word event with the schwa at its end); such words get a share of
+ * that event's time in proportion to their length, so every word of the text has a timing.
  */
 import { int16ToFloat } from "../audio/Pcm.ts"
 import { ESPEAK_DEFAULT_WPM, EspeakRuntime, type EspeakEvent } from "./EspeakRuntime.ts"
@@ -52,7 +54,8 @@ export class EspeakTts implements TtsEngine {
     const params = { rateWpm: ESPEAK_DEFAULT_WPM * request.voice.rate * request.speed, pitch: 50 * request.voice.pitch }
     const { samples, events } = this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text))
     const durationMs = (samples.length * 1000) / this.runtime.sampleRate
-    return { samples: int16ToFloat(samples), sampleRate: this.runtime.sampleRate, words: wordsFromEvents(request.text, events, durationMs) }
+    const words = attachMergedWords(request.text, wordsFromEvents(request.text, events, durationMs), request.voice.language)
+    return { samples: int16ToFloat(samples), sampleRate: this.runtime.sampleRate, words }
   }
 }
 
@@ -94,4 +97,36 @@ export const wordsFromEvents = (text: string, events: ReadonlyArray<EspeakEvent>
     previousEnd = endMs
     return { text: text.slice(w.charStart, w.charEnd), startMs, endMs, charStart: w.charStart, charEnd: w.charEnd }
   })
+}
+
+/**
+ * Words (ICU word rules) that got no event of their own share the time of the word event before
+ * them (espeak emits the merged event at the start of the first word), or after them at the start
+ * of the text; shares are proportional to character counts.
+ */
+export const attachMergedWords = (text: string, words: ReadonlyArray<WordTiming>, locale: string): Array<WordTiming> => {
+  if (words.length === 0) return []
+  const covered = (a: number, b: number) => words.some((w) => w.charStart < b && a < w.charEnd)
+  const orphans = [...new Intl.Segmenter(locale, { granularity: "word" }).segment(text)]
+    .filter((s) => s.isWordLike && !covered(s.index, s.index + s.segment.length))
+    .map((s) => ({ charStart: s.index, charEnd: s.index + s.segment.length }))
+  if (orphans.length === 0) return [...words]
+  const out: Array<WordTiming> = []
+  const split = (host: WordTiming, group: ReadonlyArray<{ charStart: number; charEnd: number }>) => {
+    const total = group.reduce((a, g) => a + (g.charEnd - g.charStart), 0)
+    let acc = 0
+    for (const g of group) {
+      const startMs = host.startMs + ((host.endMs - host.startMs) * acc) / total
+      acc += g.charEnd - g.charStart
+      out.push({ text: text.slice(g.charStart, g.charEnd), startMs, endMs: host.startMs + ((host.endMs - host.startMs) * acc) / total, charStart: g.charStart, charEnd: g.charEnd })
+    }
+  }
+  words.forEach((w, i) => {
+    const nextStart = words[i + 1]?.charStart ?? Infinity
+    const before = i === 0 ? orphans.filter((o) => o.charEnd <= w.charStart) : []
+    const after = orphans.filter((o) => o.charStart >= w.charEnd && o.charEnd <= nextStart)
+    if (before.length === 0 && after.length === 0) out.push(w)
+    else split(w, [...before, { charStart: w.charStart, charEnd: w.charEnd }, ...after])
+  })
+  return out
 }

@@ -118,6 +118,7 @@ export class FliteTts implements TtsEngine {
   }
 
   async synthesize(request: TtsRequest): Promise<TtsResult> {
+    if (this.disposed) throw new TtsError("EngineUnavailable", "Flite engine was disposed")
     checkRequest(request)
     this.checkVoice(request.voice)
     if (Math.abs(request.voice.pitch - 1) > 1e-9) throw new TtsError("UnsupportedSetting", "Flite voices cannot change pitch")

@@ -1,0 +1,72 @@
+import t from "tap"
+import { rms } from "../../engines/audio/Pcm.ts"
+import { escapeForSsml, EspeakRuntime } from "../../engines/tts/EspeakRuntime.ts"
+import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
+import type { EngineVoice } from "../../engines/tts/TtsEngine.ts"
+import { reasonOf, runTtsConformance } from "./ttsConformance.ts"
+
+const engine = await EspeakTts.load()
+const estonian: EngineVoice = { engine: "espeak", language: "et", variant: "et+f3", pitch: 1, rate: 1 }
+const english: EngineVoice = { engine: "espeak", language: "en", variant: "en-us", pitch: 1, rate: 1 }
+
+t.test("conformance: Estonian with a variant", async (t) => {
+  runTtsConformance(t, { engine, voice: estonian, text: "Tere hommikust, kallis sõber! Kuidas sul täna läheb? Ilm on ilus ja päike paistab." })
+})
+
+t.test("conformance: English", async (t) => {
+  runTtsConformance(t, { engine, voice: english, text: "The quick brown fox jumps over the lazy dog. It was a sunny day, and everyone was happy." })
+})
+
+t.test("the build has Estonian, many languages and the variants", async (t) => {
+  const runtime = await EspeakRuntime.load()
+  t.equal(runtime.sampleRate, 22050)
+  t.ok(runtime.languageNames.has("et"), "Estonian")
+  t.ok(runtime.languageNames.size >= 100, `${runtime.languageNames.size} language names`)
+  for (const v of ["f1", "f3", "m1", "m7"]) t.ok(runtime.variants.has(v), `variant ${v}`)
+  t.equal(EspeakRuntime.load(), EspeakRuntime.load(), "one runtime per thread")
+})
+
+t.test("unknown voice or variant is an error, never a silent fallback", async (t) => {
+  for (const variant of ["xx", "et+nosuchvariant", "et+f3+m1", "", "+f3"]) {
+    t.equal(await reasonOf(engine.synthesize({ text: "Tere", voice: { ...estonian, variant }, speed: 1 })), "VoiceNotFound", `"${variant}"`)
+  }
+  // After a refused voice the next request still gets its own voice.
+  const a = await engine.synthesize({ text: "Tere", voice: estonian, speed: 1 })
+  const b = await engine.synthesize({ text: "Tere", voice: { ...estonian, variant: "en-us" }, speed: 1 })
+  t.notSame(Array.from(a.samples.subarray(0, 2000)), Array.from(b.samples.subarray(0, 2000)), "different voices sound different")
+})
+
+t.test("pitch, rate and variant change the audio", async (t) => {
+  const text = "Tere hommikust, kallis sõber!"
+  const base = await engine.synthesize({ text, voice: estonian, speed: 1 })
+  const higher = await engine.synthesize({ text, voice: { ...estonian, pitch: 1.6 }, speed: 1 })
+  const slower = await engine.synthesize({ text, voice: { ...estonian, rate: 0.7 }, speed: 1 })
+  const male = await engine.synthesize({ text, voice: { ...estonian, variant: "et+m3" }, speed: 1 })
+  t.notSame(Buffer.from(higher.samples.buffer), Buffer.from(base.samples.buffer), "pitch")
+  t.ok(slower.samples.length > base.samples.length * 1.2, "rate 0.7 is longer")
+  t.notSame(Buffer.from(male.samples.buffer), Buffer.from(base.samples.buffer), "variant")
+  t.ok(rms(higher.samples) > 0.01 && rms(male.samples) > 0.01)
+})
+
+t.test("SSML and phoneme syntax in text is spoken as text, offsets map back", async (t) => {
+  const text = "Tom & Jerry <speak>hi</speak> [[h@'loU]] end"
+  const r = await engine.synthesize({ text, voice: english, speed: 1 })
+  const words = r.words.map((w) => w.text)
+  t.ok(words.includes("Tom") && words.includes("Jerry") && words.includes("end"), words.join(" "))
+  t.ok(words.includes("speak"), "tags are read, not interpreted")
+  t.ok(words.includes("h") || words.includes("loU"), "[[...]] is not phoneme input")
+  for (const w of r.words) t.equal(text.slice(w.charStart, w.charEnd), w.text)
+  const { escaped, start, end } = escapeForSsml("a&b[[c😀")
+  t.equal(escaped, "a&amp;b[ [c😀")
+  t.equal(start.length, [...escaped].length)
+  t.same([start[1], end[5]], [1, 2], "entity maps to the '&'")
+  t.same([start[11], end[11]], [6, 8], "astral character spans two UTF-16 units")
+})
+
+t.test("long text (8000 chars) synthesizes with sane timings", async (t) => {
+  const text = "Tere hommikust, kallis sõber! Kuidas läheb? ".repeat(180).slice(0, 8000)
+  const r = await engine.synthesize({ text, voice: estonian, speed: 1 })
+  const seconds = r.samples.length / r.sampleRate
+  t.ok(seconds > 300 && seconds < 1200, `${seconds.toFixed(0)} s`)
+  t.ok(r.words.length > 1000, `${r.words.length} words`)
+})
