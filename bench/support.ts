@@ -46,7 +46,7 @@ export const startService = async (env: Record<string, string> = {}) => {
   const child = await startProcess(
     process.execPath,
     ["--import", "tsx", "runtime/main.ts"],
-    { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "warn", ...env },
+    { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info", ...env },
     /"msg":"listening"/
   )
   return { child, port, site: `http://127.0.0.1:${port}`, dataDir }

@@ -18,7 +18,6 @@ export interface HttpRequest {
   /** Lower-cased header names. */
   readonly headers: Readonly<Record<string, string>>
   readonly requestId: string
-  readonly remoteAddress: string
 }
 
 /** Reads the request body while it arrives; each call may be made once per request. */

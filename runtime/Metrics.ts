@@ -12,34 +12,38 @@ import { PrometheusMetrics } from "effect/observability"
 const latencyBoundaries = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
 export class HttpMetrics {
-  private readonly counters = new Map<string, Metric.Counter<number>>()
-  private readonly histograms = new Map<string, Metric.Histogram<number>>()
+  private readonly byRoute = new Map<string, {
+    readonly counters: Map<number, Metric.Counter<number>>
+    readonly histogram: Metric.Histogram<number>
+  }>()
 
   constructor(private readonly context: Context.Context<never>) {}
 
   /** Records one finished request; `seconds` is wall time from arrival to last byte. */
   record(route: string, method: string, status: number, seconds: number): void {
-    const key = `${method} ${route} ${status}`
-    let counter = this.counters.get(key)
+    const key = method + route
+    let entry = this.byRoute.get(key)
+    if (entry === undefined) {
+      entry = {
+        counters: new Map(),
+        histogram: Metric.histogram("http_request_duration_seconds", {
+          description: "HTTP request latency by route template and method, seconds",
+          attributes: { route, method },
+          boundaries: latencyBoundaries
+        })
+      }
+      this.byRoute.set(key, entry)
+    }
+    let counter = entry.counters.get(status)
     if (counter === undefined) {
       counter = Metric.counter("http_requests_total", {
         description: "HTTP requests by route template, method and status",
         attributes: { route, method, status: String(status) }
       })
-      this.counters.set(key, counter)
-    }
-    const hkey = `${method} ${route}`
-    let histogram = this.histograms.get(hkey)
-    if (histogram === undefined) {
-      histogram = Metric.histogram("http_request_duration_seconds", {
-        description: "HTTP request latency by route template and method, seconds",
-        attributes: { route, method },
-        boundaries: latencyBoundaries
-      })
-      this.histograms.set(hkey, histogram)
+      entry.counters.set(status, counter)
     }
     counter.updateUnsafe(1, this.context)
-    histogram.updateUnsafe(seconds, this.context)
+    entry.histogram.updateUnsafe(seconds, this.context)
   }
 }
 

@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
 import { makeModelList } from "../protocol/schemas/Model.ts"
 import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/routes/system.ts"
-import { Accounts, AccountsLive } from "../storage/Accounts.ts"
+import { Accounts, accountsLayer } from "../storage/Accounts.ts"
 import { databaseLayer, databaseReady } from "../storage/Database.ts"
 import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
 import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
@@ -44,7 +44,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     dataDir: config.dataDir,
     ...(overrides.searchPath !== undefined ? { searchPath: overrides.searchPath } : {})
   })
-  const accounts = AccountsLive.pipe(Layer.provideMerge(database))
+  const accounts = accountsLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(database))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
   return Layer.mergeAll(accounts, pool, Layer.succeed(AppConfig, config))
 }
@@ -60,7 +60,7 @@ export const startServer = Effect.gen(function*() {
   // With PORT=0 and no SITE_URL the real port is known only after listening.
   let siteUrl = config.siteUrlText
 
-  const routes = [...systemRoutes(config.apiBase)]
+  const routes = [...systemRoutes(config.apiBase, makeModelList(modelLanguages))]
   let openApiText: string | undefined
   const site = SiteInfo.of({
     get siteUrl() {
@@ -68,7 +68,6 @@ export const startServer = Effect.gen(function*() {
     },
     apiBase: config.apiBase,
     version,
-    models: makeModelList(modelLanguages),
     openApi: () => (openApiText ??= JSON.stringify(buildOpenApi(routes, { siteUrl, version })))
   })
   const readiness = Readiness.of({

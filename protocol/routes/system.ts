@@ -21,7 +21,6 @@ export class SiteInfo extends Context.Service<SiteInfo, {
   readonly siteUrl: string
   readonly apiBase: string
   readonly version: string
-  readonly models: typeof ModelList.Type
   readonly openApi: () => string
 }>()("speech/protocol/SiteInfo") {}
 
@@ -37,10 +36,13 @@ const ProtectedResource = Schema.Struct({
   scopes_supported: Schema.Array(Schema.String)
 }).annotate({ identifier: "ProtectedResourceMetadata" })
 
-/** Model list bytes never change while the process runs: encode once. */
-let modelsBody: string | undefined
-
-export const systemRoutes = (apiBase: string): ReadonlyArray<Route<Readiness | MetricsText | SiteInfo>> => [
+export const systemRoutes = (
+  apiBase: string,
+  models: typeof ModelList.Type
+): ReadonlyArray<Route<Readiness | MetricsText | SiteInfo>> => {
+  // The model list never changes while the process runs: encode once, answer with one constant.
+  const modelsReply = Effect.succeed(Reply.bytes(200, JSON.stringify(models), { "content-type": "application/json" }))
+  return [
   {
     method: "GET",
     path: `${apiBase}/models`,
@@ -49,11 +51,7 @@ export const systemRoutes = (apiBase: string): ReadonlyArray<Route<Readiness | M
     summary: "List the TTS models (a bare array, one model: svc_v1)",
     tags: ["models"],
     responses: { 200: { description: "the model list", schema: ModelList } },
-    handler: () =>
-      Effect.map(SiteInfo, (site) => {
-        modelsBody ??= JSON.stringify(site.models)
-        return Reply.bytes(200, modelsBody, { "content-type": "application/json" })
-      })
+    handler: () => modelsReply
   },
   {
     method: "GET",
@@ -129,7 +127,8 @@ export const systemRoutes = (apiBase: string): ReadonlyArray<Route<Readiness | M
           scopes_supported: ["openid", "profile", "email", "offline_access", "tts", "asr", "voices", "summary", "translate", "denoise"]
         }))
   }
-]
+  ]
+}
 
 const describe = (e: unknown): string =>
   e instanceof Error ? e.message : typeof (e as { message?: unknown })?.message === "string" ? (e as { message: string }).message : String(e)

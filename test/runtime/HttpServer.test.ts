@@ -79,7 +79,7 @@ t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 const base = `http://127.0.0.1:${server.port}`
 const user = await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.createUserWithKey({ name: "u", credits: 10 })))
 
-const expectError = async (t: Tap.Test, res: Response, status: number, code: string) => {
+const expectError = async (t: { equal: Function; match: Function; type: Function; ok: Function }, res: Response, status: number, code: string) => {
   t.equal(res.status, status, `status ${status}`)
   t.match(res.headers.get("content-type"), /application\/json/)
   const body = await res.json() as { detail: { status: string; message: string } }
@@ -90,7 +90,7 @@ const expectError = async (t: Tap.Test, res: Response, status: number, code: str
 }
 
 t.test("credential in xi-api-key or Authorization: Bearer", async (t) => {
-  for (const headers of [{ "xi-api-key": user.apiKey }, { authorization: `Bearer ${user.apiKey}` }]) {
+  for (const headers of [{ "xi-api-key": user.apiKey }, { authorization: `Bearer ${user.apiKey}` }] as Array<Record<string, string>>) {
     const res = await fetch(`${base}/whoami`, { headers })
     t.equal(res.status, 200)
     t.same(await res.json(), { userId: user.userId })
