@@ -12,7 +12,7 @@ import { buildOpenApi } from "../protocol/OpenApi.ts"
 import { makeModelList } from "../protocol/schemas/Model.ts"
 import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/routes/system.ts"
 import { Accounts, accountsLayer } from "../storage/Accounts.ts"
-import { databaseLayer, databaseReady } from "../storage/Database.ts"
+import { Database, databaseLayer, databaseReady } from "../storage/Database.ts"
 import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
 import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
 import { loggingLayer } from "./Logging.ts"
@@ -55,6 +55,7 @@ export const startServer = Effect.gen(function*() {
   const accounts = yield* Accounts
   const pool = yield* WorkerPool
   const sql = yield* SqlClient
+  const database = yield* Database
   const context = yield* Effect.context<never>()
   const metrics = new HttpMetrics(context)
   // With PORT=0 and no SITE_URL the real port is known only after listening.
@@ -98,7 +99,7 @@ export const startServer = Effect.gen(function*() {
   )
   if (config.port === 0) siteUrl = siteUrl.replace(/:0$/, `:${server.port}`)
   setResourceMetadataUrl(`${siteUrl}/.well-known/oauth-protected-resource`)
-  yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers })
+  yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,
     siteUrl,
