@@ -7,9 +7,11 @@
  * inside handlers (`perThread`), once per thread, not at import.
  */
 import { poolTasks, serveTasks } from "./tasks.ts"
+import { ttsTasks } from "./tts/tasks.ts"
 
 export const tasks = {
-  ...poolTasks
+  ...poolTasks,
+  ...ttsTasks
 }
 
 export type Tasks = typeof tasks

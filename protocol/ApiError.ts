@@ -47,7 +47,16 @@ const table: Record<string, Mapping> = {
   "PoolError.QueueFull": { status: 503, code: "server_busy", exposeMessage: true },
   "PoolError.Closed": { status: 503, code: "shutting_down", exposeMessage: true },
   "PoolError.TaskFailed": { status: 502, code: "engine_failed", exposeMessage: true },
-  "PoolError.WorkerCrashed": { status: 502, code: "engine_failed", exposeMessage: false }
+  "PoolError.WorkerCrashed": { status: 502, code: "engine_failed", exposeMessage: false },
+  "SpeechError.VoiceNotFound": { status: 404, code: "voice_not_found", exposeMessage: true },
+  "SpeechError.CloneNotAllowed": { status: 404, code: "voice_not_found", exposeMessage: true },
+  "SpeechError.InvalidRequest": { status: 400, code: "invalid_request", exposeMessage: true },
+  "SpeechError.TextTooLong": { status: 400, code: "text_too_long", exposeMessage: true },
+  "SpeechError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
+  "SpeechError.EngineUnavailable": { status: 502, code: "engine_unavailable", exposeMessage: true },
+  "OutputFormatError.UnsupportedCodec": { status: 415, code: "unsupported_output_format", exposeMessage: true },
+  "OutputFormatError.UnsupportedSampleRate": { status: 415, code: "unsupported_output_format", exposeMessage: true },
+  "OutputFormatError.Malformed": { status: 415, code: "unsupported_output_format", exposeMessage: true }
 }
 
 /** Rows of the table, for the test that checks every mapping and for documentation. */

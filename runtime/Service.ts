@@ -5,11 +5,15 @@
  * Order matters for shutdown: the server is built last so it is drained first (scope finalizers
  * run in reverse), then the worker pool closes, then the database.
  */
-import { Effect, Layer, Scope } from "effect"
+import { Effect, Layer, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
 import { makeModelList } from "../protocol/schemas/Model.ts"
+import { Synthesizer, SynthesizerLive } from "../actors/Synthesizer.ts"
+import type { Route } from "../protocol/Http.ts"
+import { LANGUAGE_ROWS } from "../engines/tts/Voices.ts"
+import { ttsRoutes } from "../protocol/routes/tts.ts"
 import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/routes/system.ts"
 import { Accounts, accountsLayer } from "../storage/Accounts.ts"
 import { Database, databaseLayer, databaseReady } from "../storage/Database.ts"
@@ -30,8 +34,8 @@ export interface RunningService {
   readonly accounts: Accounts["Service"]
 }
 
-/** Languages the TTS model reports; the voice catalogue replaces this when TTS is wired. */
-const modelLanguages: Array<{ language_id: string; name: string }> = []
+/** Languages the TTS model reports: every language of the preset catalogue. */
+const modelLanguages = LANGUAGE_ROWS.map((l) => ({ language_id: l.code, name: l.name }))
 
 /** What tests may change beyond the configuration: the PostgreSQL schema to work in. */
 export interface ServiceOverrides {
@@ -46,7 +50,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   })
   const accounts = accountsLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(database))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
-  return Layer.mergeAll(accounts, pool, Layer.succeed(AppConfig, config))
+  const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(Layer.provideMerge(pool))
+  return Layer.mergeAll(accounts, synthesizer, Layer.succeed(AppConfig, config))
 }
 
 /** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */
@@ -61,7 +66,15 @@ export const startServer = Effect.gen(function*() {
   // With PORT=0 and no SITE_URL the real port is known only after listening.
   let siteUrl = config.siteUrlText
 
-  const routes = [...systemRoutes(config.apiBase, makeModelList(modelLanguages))]
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Accounts>> = [
+    ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
+    ...ttsRoutes({
+      apiBase: config.apiBase,
+      siteUrl: () => siteUrl,
+      maxJsonBodyBytes: config.maxJsonBodyBytes,
+      ahead: config.workers
+    })
+  ]
   let openApiText: string | undefined
   const site = SiteInfo.of({
     get siteUrl() {

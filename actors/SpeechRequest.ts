@@ -1,0 +1,157 @@
+/**
+ * One text-to-speech request, from decoded input to encoded audio: checks, credits, sentence
+ * segmentation, ordered synthesis with look-ahead, and the output container (WAV, raw PCM,
+ * µ-law). The HTTP routes choose between `whole` (sync) and `stream`; both share this code.
+ *
+ * Credits: the text's characters are debited before any synthesis and refunded for the part that
+ * was never delivered (all of it when the first segment fails).
+ */
+import { Effect } from "effect"
+import { mulawEncode } from "../engines/audio/Mulaw.ts"
+import { type OutputFormat, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
+import { concatInt16, int16ToBytesLE } from "../engines/audio/Pcm.ts"
+import { wavHeader } from "../engines/audio/Wav.ts"
+import { type Segment, segmentSentences } from "../engines/tts/Segmenter.ts"
+import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
+import type { Priority } from "../runtime/WorkerPool.ts"
+import { Accounts } from "../storage/Accounts.ts"
+import { synthesizeInOrder } from "./SentenceStream.ts"
+import { SpeechError } from "./SpeechError.ts"
+import { type ResolvedVoice, Synthesizer } from "./Synthesizer.ts"
+
+/** SPEC 8. */
+export const MAX_TEXT_CHARS = 8000
+/** Rate of bare `wav` and of the WebSocket audio, Hz. */
+export const DEFAULT_SAMPLE_RATE = 24000
+
+export interface SpeechInput {
+  readonly voiceId: string
+  readonly text: string
+  readonly speed: number
+  readonly outputFormat: string | undefined
+  /** Null for anonymous calls (none of the TTS routes allow them today). */
+  readonly userId: string | null
+  readonly chunking: boolean
+}
+
+export interface PreparedSpeech {
+  readonly voice: ResolvedVoice
+  readonly format: OutputFormat
+  readonly segments: ReadonlyArray<Segment>
+  readonly text: string
+  readonly speed: number
+  readonly userId: string | null
+  /** False when the caller asked for one synthesis (`sentence_chunking: false`). */
+  readonly chunked: boolean
+}
+
+export const checkText = (text: string) =>
+  text.trim().length === 0
+    ? Effect.fail(new SpeechError({ reason: "InvalidRequest", message: "text must contain at least one non-blank character" }))
+    : text.length > MAX_TEXT_CHARS
+    ? Effect.fail(new SpeechError({ reason: "TextTooLong", message: `text is ${text.length} characters; the limit is ${MAX_TEXT_CHARS}. Split it into several requests.` }))
+    : Effect.void
+
+/** Validates, resolves and bills; nothing is synthesized yet. */
+export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input: SpeechInput) {
+  yield* checkText(input.text)
+  const synthesizer = yield* Synthesizer
+  const voice = yield* synthesizer.resolveVoice(input.voiceId)
+  const format = yield* Effect.try({
+    try: () => parseOutputFormat(input.outputFormat, DEFAULT_SAMPLE_RATE),
+    catch: (e) => e
+  })
+  const segments = input.chunking
+    ? segmentSentences(input.text, { locale: voice.language })
+    : [{ text: input.text.trim(), charStart: 0, charEnd: input.text.length }]
+  if (input.userId !== null) {
+    const accounts = yield* Accounts
+    yield* accounts.debit(input.userId, input.text.length)
+  }
+  return { voice, format, segments, text: input.text, speed: input.speed, userId: input.userId, chunked: input.chunking } satisfies PreparedSpeech
+})
+
+const refund = (speech: PreparedSpeech, chars: number) =>
+  speech.userId === null || chars <= 0
+    ? Effect.void
+    : Effect.flatMap(Accounts, (a) => a.refund(speech.userId!, chars)).pipe(Effect.ignore)
+
+/** Audio bytes of one piece of PCM in the response's container (no header). */
+export const encodeBody = (format: OutputFormat, pcm: Int16Array): Uint8Array =>
+  format.container === "ulaw" ? mulawEncode(pcm) : int16ToBytesLE(pcm)
+
+export interface SegmentAudio {
+  readonly segment: Segment
+  readonly index: number
+  readonly output: SynthesizeOutput
+  /** Where this segment starts in the whole response, ms. */
+  readonly offsetMs: number
+}
+
+/**
+ * Synthesizes the segments in order with `ahead` in flight and hands each to `emit`. Refunds the
+ * characters of segments never emitted when anything fails or the client goes away.
+ */
+export const runSegments = <E, R>(
+  speech: PreparedSpeech,
+  options: { readonly ahead: number; readonly priority: Priority },
+  emit: (audio: SegmentAudio) => Effect.Effect<void, E, R>
+) =>
+  Effect.gen(function*() {
+    const synthesizer = yield* Synthesizer
+    let offsetMs = 0
+    let deliveredChars = 0
+    const run = synthesizeInOrder(
+      speech.segments,
+      options.ahead,
+      (segment) =>
+        synthesizer.synthesize({
+          voice: speech.voice,
+          text: segment.text,
+          speed: speech.speed,
+          sampleRate: speech.format.sampleRate,
+          priority: options.priority
+        }),
+      (output, segment, index) =>
+        Effect.gen(function*() {
+          yield* emit({ segment, index, output, offsetMs })
+          offsetMs += (output.pcm.length * 1000) / output.sampleRate
+          deliveredChars = segment.charEnd
+        })
+    )
+    return yield* run.pipe(
+      Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : refund(speech, speech.text.length - deliveredChars)))
+    )
+  })
+
+/** The whole response at once (endpoint 4). */
+export const synthesizeWhole = (speech: PreparedSpeech, ahead: number) =>
+  Effect.gen(function*() {
+    const parts: Array<Int16Array> = []
+    const audios: Array<SegmentAudio> = []
+    yield* runSegments(speech, { ahead, priority: "realtime" }, (audio) =>
+      Effect.sync(() => {
+        parts.push(audio.output.pcm)
+        audios.push(audio)
+      }))
+    const pcm = concatInt16(parts)
+    const body = encodeBody(speech.format, pcm)
+    const bytes = speech.format.container === "wav"
+      ? concatBytes(wavHeader({ sampleRate: speech.format.sampleRate, dataBytes: body.byteLength }), body)
+      : body
+    return { bytes, pcm, audios, durationMs: (pcm.length * 1000) / speech.format.sampleRate }
+  })
+
+/** Streaming WAV header: lengths unknown, 0xFFFFFFFF placeholders (SPEC 4.1 rule 2). */
+export const streamingHeader = (format: OutputFormat): Uint8Array =>
+  format.container === "wav" ? wavHeader({ sampleRate: format.sampleRate }) : new Uint8Array(0)
+
+export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.byteLength
+  }
+  return out
+}

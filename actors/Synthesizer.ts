@@ -1,0 +1,65 @@
+/**
+ * Main-thread face of text-to-speech: resolves a voice id, and runs one synthesis of one piece
+ * of text on the worker pool. Everything heavier (engines, resampling, s16 conversion) happens
+ * in the workers; this module only routes and translates errors.
+ */
+import { Context, Effect, Layer } from "effect"
+import { findPreset, languageInfo } from "../engines/tts/Voices.ts"
+import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
+import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
+import { type Priority, type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
+import { fromPool, SpeechError } from "./SpeechError.ts"
+
+export interface ResolvedVoice {
+  readonly voiceId: string
+  readonly kind: "preset" | "clone"
+  /** ISO 639-1; also the segmenter's locale. */
+  readonly language: string
+  readonly engineVoice: EngineVoice
+}
+
+export interface SynthesisRequest {
+  readonly voice: ResolvedVoice
+  readonly text: string
+  /** 0.5 to 2, already clamped. */
+  readonly speed: number
+  /** Hz of the PCM wanted back. */
+  readonly sampleRate: number
+  readonly priority: Priority
+}
+
+export class Synthesizer extends Context.Service<Synthesizer, {
+  readonly resolveVoice: (voiceId: string) => Effect.Effect<ResolvedVoice, SpeechError>
+  readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
+}>()("speech/actors/Synthesizer") {}
+
+export const SynthesizerLive = (options: { readonly piperDirectory?: string | undefined }) =>
+  Layer.effect(
+    Synthesizer,
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool
+      const resolveVoice = Effect.fn("Synthesizer.resolveVoice")(function*(voiceId: string) {
+        const preset = findPreset(voiceId)
+        if (preset === undefined) {
+          return yield* new SpeechError({ reason: "VoiceNotFound", message: `voice "${voiceId}" not found; GET /v1/voices lists the voices` })
+        }
+        return { voiceId, kind: "preset" as const, language: preset.engineVoice.language, engineVoice: preset.engineVoice }
+      })
+      const synthesize = Effect.fn("Synthesizer.synthesize")(function*(request: SynthesisRequest) {
+        const input: SynthesizeInput = {
+          text: request.text,
+          voice: request.voice.engineVoice,
+          speed: request.speed,
+          sampleRate: request.sampleRate,
+          ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
+        }
+        return yield* pool.run<SynthesizeOutput>("tts.synthesize", input, { priority: request.priority }).pipe(
+          Effect.mapError(fromPool)
+        )
+      })
+      return { resolveVoice, synthesize }
+    })
+  )
+
+/** The canned preview sentence of a language (VoiceCatalogue data). */
+export const previewSentence = (language: string): string => languageInfo(language)?.sample ?? "Hello!"

@@ -1,0 +1,250 @@
+/**
+ * Text-to-speech and voice routes (SPEC endpoints 1, 3, 4, 5, plus ElevenLabs' with-timestamps
+ * variants that Pipecat and the SDKs call). Handlers decode, call the speech actors, encode.
+ */
+import { Effect } from "effect"
+import { characterAlignment } from "../../actors/Alignment.ts"
+import {
+  concatBytes,
+  encodeBody,
+  prepareSpeech,
+  runSegments,
+  streamingHeader,
+  synthesizeWhole
+} from "../../actors/SpeechRequest.ts"
+import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
+import { encodeWav } from "../../engines/audio/Wav.ts"
+import { findPreset, PRESET_VOICES, type PresetVoice } from "../../engines/tts/Voices.ts"
+import type { Accounts } from "../../storage/Accounts.ts"
+import { notFound } from "../ApiError.ts"
+import { decodeJsonBody, decodeQuery } from "../decode.ts"
+import { Reply, type RequestContext, type Route } from "../Http.ts"
+import { ErrorBody } from "../schemas/ErrorBody.ts"
+import { AudioWithTimestamps, TextToSpeechRequest, TtsQuery, Voice, VoicesList } from "../schemas/Tts.ts"
+
+export interface TtsRouteOptions {
+  readonly apiBase: string
+  readonly siteUrl: () => string
+  readonly maxJsonBodyBytes: number
+  /** Syntheses in flight per request: the next sentences are made while one is sent. */
+  readonly ahead: number
+}
+
+type Services = Synthesizer | Accounts
+
+const audioErrors = {
+  400: { description: "malformed request or text_too_long", schema: ErrorBody },
+  402: { description: "out of credits", schema: ErrorBody },
+  404: { description: "unknown voice", schema: ErrorBody },
+  415: { description: "unsupported output_format (MP3, Opus, ...)", schema: ErrorBody },
+  502: { description: "synthesis failed", schema: ErrorBody }
+}
+
+const voiceJson = (v: PresetVoice, siteUrl: string, apiBase: string): typeof Voice.Type => ({
+  voice_id: v.voiceId,
+  name: v.name,
+  category: v.category,
+  description: v.description,
+  preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(v.voiceId)}/preview`,
+  labels: { ...v.labels }
+})
+
+export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Services>> => {
+  const { apiBase } = options
+
+  const prepare = (ctx: RequestContext, chunkingAllowed: boolean) =>
+    Effect.gen(function*() {
+      const query = yield* decodeQuery(TtsQuery, ctx)
+      const body = yield* decodeJsonBody(TextToSpeechRequest, ctx, options.maxJsonBodyBytes)
+      return yield* prepareSpeech({
+        voiceId: ctx.params.voice_id!,
+        text: body.text,
+        speed: body.voice_settings?.speed ?? 1,
+        outputFormat: query.output_format,
+        userId: ctx.principal?.userId ?? null,
+        chunking: chunkingAllowed ? body.sentence_chunking !== false : true
+      })
+    })
+
+  const audioHeaders = (contentType: string, sampleRate: number) => ({
+    "content-type": contentType,
+    "x-audio-sample-rate": String(sampleRate)
+  })
+
+  // Previews are short and the same forever: synthesize once per voice, keep the bytes.
+  const previews = new Map<string, Promise<Uint8Array> | Uint8Array>()
+
+  return [
+    {
+      method: "GET",
+      path: `${apiBase}/voices`,
+      auth: "key",
+      operationId: "listVoices",
+      summary: "All preset voices plus the caller's clones",
+      tags: ["voices"],
+      responses: { 200: { description: "voices", schema: VoicesList } },
+      handler: () => Effect.sync(() => Reply.json(200, { voices: PRESET_VOICES.map((v) => voiceJson(v, options.siteUrl(), apiBase)) }))
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/{voice_id}`,
+      auth: "key",
+      operationId: "getVoice",
+      summary: "One voice",
+      tags: ["voices"],
+      responses: { 200: { description: "the voice", schema: Voice }, 404: { description: "unknown voice", schema: ErrorBody } },
+      handler: (ctx) =>
+        Effect.suspend(() => {
+          const preset = findPreset(ctx.params.voice_id!)
+          return preset === undefined
+            ? Effect.fail(notFound(`voice "${ctx.params.voice_id}" not found`, "voice_not_found"))
+            : Effect.succeed(Reply.json(200, voiceJson(preset, options.siteUrl(), apiBase)))
+        })
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/{voice_id}/preview`,
+      auth: "none",
+      operationId: "voicePreview",
+      summary: "A short WAV preview of a preset voice in its language (public)",
+      tags: ["voices"],
+      responses: { 200: { description: "audio/wav", contentType: "audio/wav" }, 404: { description: "unknown voice", schema: ErrorBody } },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const voiceId = ctx.params.voice_id!
+          const synthesizer = yield* Synthesizer
+          const voice = yield* synthesizer.resolveVoice(voiceId)
+          const cached = previews.get(voiceId)
+          if (cached instanceof Uint8Array) return Reply.bytes(200, cached, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })
+          const out = yield* synthesizer.synthesize({ voice, text: previewSentence(voice.language), speed: 1, sampleRate: 24000, priority: "batch" })
+          const wav = encodeWav(out.pcm, out.sampleRate)
+          previews.set(voiceId, wav)
+          return Reply.bytes(200, wav, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })
+        })
+    },
+    {
+      method: "POST",
+      path: `${apiBase}/text-to-speech/{voice_id}`,
+      auth: "key",
+      operationId: "textToSpeech",
+      summary: "Synthesize text; the whole audio in one response",
+      tags: ["text-to-speech"],
+      query: TtsQuery,
+      requestBody: { contentType: "application/json", schema: TextToSpeechRequest },
+      responses: {
+        200: { description: "audio/wav, audio/pcm (s16le) or audio/basic (µ-law)", contentType: "audio/wav" },
+        ...audioErrors
+      },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const speech = yield* prepare(ctx, false)
+          const result = yield* synthesizeWhole(speech, options.ahead)
+          return Reply.bytes(200, result.bytes, {
+            ...audioHeaders(speech.format.contentType, speech.format.sampleRate),
+            "x-audio-duration-ms": String(Math.round(result.durationMs))
+          })
+        })
+    },
+    {
+      method: "POST",
+      path: `${apiBase}/text-to-speech/{voice_id}/stream`,
+      auth: "key",
+      operationId: "textToSpeechStream",
+      summary: "Synthesize text sentence by sentence, streamed as it is made (WAV with 0xFFFFFFFF lengths, or raw PCM)",
+      tags: ["text-to-speech"],
+      query: TtsQuery,
+      requestBody: { contentType: "application/json", schema: TextToSpeechRequest },
+      responses: {
+        200: { description: "streamed audio; x-streaming-mode sentence or single, x-sentence-count", contentType: "audio/wav" },
+        ...audioErrors
+      },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const speech = yield* prepare(ctx, true)
+          const mode = speech.chunked ? "sentence" : "single"
+          const headers: Record<string, string> = {
+            ...audioHeaders(speech.format.contentType, speech.format.sampleRate),
+            "x-streaming-mode": mode
+          }
+          if (mode === "sentence") headers["x-sentence-count"] = String(speech.segments.length)
+          return Reply.stream(200, headers, (writer) =>
+            runSegments(speech, { ahead: 2, priority: "realtime" }, ({ index, output }) => {
+              const audio = encodeBody(speech.format, output.pcm)
+              // The header goes out with the first segment's audio, so a failure before any
+              // audio still answers with a normal error status (SPEC 4.1 rule 3).
+              return writer.write(index === 0 ? concatBytes(streamingHeader(speech.format), audio) : audio)
+            }))
+        })
+    },
+    {
+      method: "POST",
+      path: `${apiBase}/text-to-speech/{voice_id}/with-timestamps`,
+      auth: "key",
+      operationId: "textToSpeechWithTimestamps",
+      summary: "Synthesize text; audio as base64 with per-character timings (ElevenLabs alignment)",
+      tags: ["text-to-speech"],
+      query: TtsQuery,
+      requestBody: { contentType: "application/json", schema: TextToSpeechRequest },
+      responses: { 200: { description: "audio and alignment", schema: AudioWithTimestamps }, ...audioErrors },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const speech = yield* prepare(ctx, false)
+          const result = yield* synthesizeWhole(speech, options.ahead)
+          const words = result.audios.flatMap((a) =>
+            a.output.words.map((w) => shiftWord(w, a.segment.charStart, a.offsetMs))
+          )
+          const alignment = characterAlignment(speech.text, words, result.durationMs)
+          return Reply.json(200, { audio_base64: Buffer.from(result.bytes).toString("base64"), alignment, normalized_alignment: alignment }, {
+            "x-audio-sample-rate": String(speech.format.sampleRate),
+            "x-audio-duration-ms": String(Math.round(result.durationMs))
+          })
+        })
+    },
+    {
+      method: "POST",
+      path: `${apiBase}/text-to-speech/{voice_id}/stream/with-timestamps`,
+      auth: "key",
+      operationId: "textToSpeechStreamWithTimestamps",
+      summary: "Streamed synthesis as newline-delimited JSON chunks of base64 audio with character alignment",
+      tags: ["text-to-speech"],
+      query: TtsQuery,
+      requestBody: { contentType: "application/json", schema: TextToSpeechRequest },
+      responses: { 200: { description: "application/x-ndjson of AudioWithTimestamps", schema: AudioWithTimestamps }, ...audioErrors },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const speech = yield* prepare(ctx, true)
+          const encoder = new TextEncoder()
+          return Reply.stream(200, {
+            "content-type": "application/x-ndjson",
+            "x-audio-sample-rate": String(speech.format.sampleRate),
+            "x-streaming-mode": "sentence",
+            "x-sentence-count": String(speech.segments.length)
+          }, (writer) =>
+            runSegments(speech, { ahead: 2, priority: "realtime" }, ({ index, output, segment, offsetMs }) => {
+              const audio = encodeBody(speech.format, output.pcm)
+              const bytes = index === 0 ? concatBytes(streamingHeader(speech.format), audio) : audio
+              // Alignment covers the text between segments too, so concatenated chunks spell the input.
+              const from = index === 0 ? 0 : segment.charStart
+              const to = index === speech.segments.length - 1 ? speech.text.length : speech.segments[index + 1]!.charStart
+              const alignment = characterAlignment(
+                speech.text.slice(from, to),
+                output.words.map((w) => shiftWord(w, segment.charStart - from, 0)),
+                (output.pcm.length * 1000) / output.sampleRate,
+                offsetMs
+              )
+              const line = JSON.stringify({ audio_base64: Buffer.from(bytes).toString("base64"), alignment, normalized_alignment: alignment }) + "\n"
+              return writer.write(encoder.encode(line))
+            }))
+        })
+    }
+  ]
+}
+
+/** Moves segment-relative word timings into the coordinates of a larger text and timeline. */
+const shiftWord = <W extends { charStart: number; charEnd: number; startMs: number; endMs: number }>(w: W, chars: number, ms: number): W => ({
+  ...w,
+  charStart: w.charStart + chars,
+  charEnd: w.charEnd + chars,
+  startMs: w.startMs + ms,
+  endMs: w.endMs + ms
+})
