@@ -6,13 +6,15 @@
  * in Hz, lengths in samples (mono: one sample per frame).
  */
 
-/** Float [-1, 1] → signed 16-bit, clipping out-of-range values; rounds to nearest. */
+/**
+ * Float [-1, 1] → signed 16-bit, clipping out-of-range values; rounds to nearest. Scale 32768,
+ * the exact inverse of `int16ToFloat`, so Int16 → float → Int16 is lossless (+1.0 clips to 32767).
+ */
 export const floatToInt16 = (samples: Float32Array): Int16Array => {
   const out = new Int16Array(samples.length)
   for (let i = 0; i < samples.length; i++) {
     const s = samples[i]!
-    // NaN counts as silence; asymmetric scale so that -1 → -32768 and +1 → +32767.
-    const v = s !== s ? 0 : s < 0 ? s * 32768 : s * 32767
+    const v = s !== s ? 0 : s * 32768 // NaN counts as silence
     out[i] = v >= 32767 ? 32767 : v <= -32768 ? -32768 : Math.round(v)
   }
   return out

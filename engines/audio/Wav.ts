@@ -73,6 +73,7 @@ export interface ParsedWav {
 
 export class WavParseError extends Error {
   readonly _tag = "WavParseError"
+  override readonly name = "WavParseError"
 }
 
 /** Parses PCM 8/16/24/32-bit integer or 32/64-bit float WAV; skips unknown chunks. */

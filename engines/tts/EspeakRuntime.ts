@@ -57,7 +57,11 @@ export class EspeakRuntime {
   /** Hz (22050 for this build). */
   readonly sampleRate: number
   readonly voices: ReadonlyArray<EspeakVoiceInfo>
-  /** Language names accepted by set_voice ("et", "en-gb-x-rp", "cmn", ...). */
+  /**
+   * Voice names set_voice accepts: the lowercased file names of the voices ("et", "en" = British,
+   * "en-us", "en-gb-x-rp", "fr", "cmn", ...). Hazard: several language tags listed by
+   * list_voices are NOT accepted ("en-gb", "fr-fr", "zh", "no"), so those are not used here.
+   */
   readonly languageNames: ReadonlySet<string>
   readonly variants: ReadonlySet<string>
   private readonly snapshot: Uint8Array
@@ -65,10 +69,12 @@ export class EspeakRuntime {
   private constructor(private readonly m: EspeakModule, private readonly w: ESpeakNGWorker, readonly loadMs: number) {
     this.sampleRate = w.get_samplerate()
     this.voices = w.list_voices()
-    this.languageNames = new Set(this.voices.flatMap((v) => v.languages.map((l) => l.name)))
+    this.languageNames = new Set(this.voices.map((v) => v.identifier.split("/").pop()!.toLowerCase()))
     this.variants = new Set(m.FS.readdir(VARIANT_DIR).filter((n) => n !== "." && n !== ".."))
     // Warm-up before the snapshot: selects a voice (allocates the binding's string buffer) and
     // runs one synthesis so lazily allocated tables exist in the snapshot, not after it.
+    // (Longer warm-ups were measured: +450 ms load for no reliable gain on the first request,
+    // which stays 150–500 ms while the wasm2js code goes through the JIT.)
     if (w.set_voice("en") !== 0) throw new TtsError("EngineUnavailable", "espeak-ng: default voice missing")
     w.synthesize("a", () => 0)
     this.snapshot = m.HEAPU8.slice()
@@ -89,10 +95,11 @@ export class EspeakRuntime {
     return shared
   }
 
-  /** Throws VoiceNotFound unless `<language>[+<variant>]` exists in this build. */
+  /** Throws VoiceNotFound unless `<voice name>[+<variant>]` exists in this build. */
   checkVoiceId(voiceId: string): void {
     const [language, variant, extra] = voiceId.split("+")
-    if (extra !== undefined || language === undefined || !this.languageNames.has(language)) {
+    // Names are case-insensitive for set_voice; variants are file names and are not.
+    if (extra !== undefined || language === undefined || !this.languageNames.has(language.toLowerCase())) {
       throw new TtsError("VoiceNotFound", `espeak-ng has no voice "${voiceId}"`)
     }
     if (variant !== undefined && !this.variants.has(variant)) {

@@ -3,7 +3,8 @@
  *
  * Ids: Estonian presets are bare lowercase names; every other preset is `<name>-<iso639-1>`.
  * The FIRST preset is the service default and is Estonian. `voice` is the engine's own id:
- * espeak `<language voice>[+<variant>]` (checked against the build by a test), Flite voice name.
+ * espeak `<voice name>[+<variant>]` (checked against the build by a test; note espeak's "en" is
+ * British English and "en-us" American), Flite voice name.
  * Flite is used for English where it has a voice; espeak-ng for everything else. `pitch` and
  * `rate` are relative (1 = engine default), see EngineVoice. Lookups live in Voices.ts.
  */
@@ -58,7 +59,7 @@ export const LANGUAGES: ReadonlyArray<LanguageRow> = [
   { code: "fa", name: "Persian", espeak: "fa", sample: "سلام! امروز حال شما چطور است؟" },
   { code: "fi", name: "Finnish", espeak: "fi", sample: "Hyvää päivää! Mitä kuuluu tänään?" },
   { code: "fo", name: "Faroese", espeak: "fo", sample: "Góðan dag! Hvussu hevur tú tað?" },
-  { code: "fr", name: "French", espeak: "fr-fr", sample: "Bonjour ! Comment allez-vous aujourd'hui ?" },
+  { code: "fr", name: "French", espeak: "fr", sample: "Bonjour ! Comment allez-vous aujourd'hui ?" },
   { code: "ga", name: "Irish", espeak: "ga", sample: "Dia duit! Conas atá tú inniu?" },
   { code: "gd", name: "Scottish Gaelic", espeak: "gd", sample: "Halò! Ciamar a tha thu an-diugh?" },
   { code: "gn", name: "Guarani", espeak: "gn", sample: "Mba'éichapa! Iporã pa nde?" },
@@ -163,7 +164,7 @@ export const PRESETS: ReadonlyArray<PresetRow> = [
   p("kevin-en", "en", "flite", "kal16", "male", "american"),
   p("walter-en", "en", "flite", "kal", "male", "american (telephone band, 8 kHz)"),
   p("oliver-en", "en", "espeak", "en-gb-x-rp+m3", "male", "british (received pronunciation)"),
-  p("sophie-en", "en", "espeak", "en-gb+f3", "female", "british"),
+  p("sophie-en", "en", "espeak", "en+f3", "female", "british"),
   p("grace-en", "en", "espeak", "en-us+f2", "female", "american"),
   p("fiona-en", "en", "espeak", "en-gb-scotland+f4", "female", "scottish"),
   p("marcus-en", "en", "espeak", "en-029+m2", "male", "caribbean"),
@@ -207,8 +208,8 @@ export const PRESETS: ReadonlyArray<PresetRow> = [
   p("aino-fi", "fi", "espeak", "fi+f3", "female", "finnish"),
   p("mikko-fi", "fi", "espeak", "fi+m3", "male", "finnish"),
   p("sjurdur-fo", "fo", "espeak", "fo+m2", "male", "faroese"),
-  p("camille-fr", "fr", "espeak", "fr-fr+f3", "female", "parisian"),
-  p("louis-fr", "fr", "espeak", "fr-fr+m3", "male", "parisian"),
+  p("camille-fr", "fr", "espeak", "fr+f3", "female", "parisian"),
+  p("louis-fr", "fr", "espeak", "fr+m3", "male", "parisian"),
   p("margaux-fr", "fr", "espeak", "fr-be+f2", "female", "belgian"),
   p("luc-fr", "fr", "espeak", "fr-ch+m1", "male", "swiss"),
   p("siobhan-ga", "ga", "espeak", "ga+f3", "female", "irish"),
