@@ -4,7 +4,8 @@
  * in the workers; this module only routes and translates errors.
  */
 import { Context, Effect, Layer } from "effect"
-import { findPreset, languageInfo } from "../engines/tts/Voices.ts"
+import { languageInfo, PRESET_VOICES, type PresetVoice } from "../engines/tts/Voices.ts"
+import { piperPresets } from "./PiperVoices.ts"
 import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
 import { type Priority, type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
@@ -29,6 +30,9 @@ export interface SynthesisRequest {
 }
 
 export class Synthesizer extends Context.Service<Synthesizer, {
+  /** Every voice callers may use: the catalogue presets, then this deployment's Piper voices. */
+  readonly voices: ReadonlyArray<PresetVoice>
+  readonly findVoice: (voiceId: string) => PresetVoice | undefined
   readonly resolveVoice: (voiceId: string) => Effect.Effect<ResolvedVoice, SpeechError>
   readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
 }>()("speech/actors/Synthesizer") {}
@@ -38,8 +42,16 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
     Synthesizer,
     Effect.gen(function*() {
       const pool = yield* WorkerPool
+      const voices: Array<PresetVoice> = [...PRESET_VOICES]
+      if (options.piperDirectory !== undefined) {
+        const piper = piperPresets(options.piperDirectory, new Set(voices.map((v) => v.voiceId)))
+        voices.push(...piper.voices)
+        yield* Effect.logInfo("piper voices", { directory: options.piperDirectory, voices: piper.voices.map((v) => v.voiceId), skipped: piper.skipped })
+      }
+      const byId = new Map(voices.map((v) => [v.voiceId, v]))
+      const findVoice = (voiceId: string) => byId.get(voiceId)
       const resolveVoice = Effect.fn("Synthesizer.resolveVoice")(function*(voiceId: string) {
-        const preset = findPreset(voiceId)
+        const preset = byId.get(voiceId)
         if (preset === undefined) {
           return yield* new SpeechError({ reason: "VoiceNotFound", message: `voice "${voiceId}" not found; GET /v1/voices lists the voices` })
         }
@@ -57,7 +69,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           Effect.mapError(fromPool)
         )
       })
-      return { resolveVoice, synthesize }
+      return { voices, findVoice, resolveVoice, synthesize }
     })
   )
 

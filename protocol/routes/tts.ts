@@ -14,7 +14,7 @@ import {
 } from "../../actors/SpeechRequest.ts"
 import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
 import { encodeWav } from "../../engines/audio/Wav.ts"
-import { findPreset, PRESET_VOICES, type PresetVoice } from "../../engines/tts/Voices.ts"
+import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { Accounts } from "../../storage/Accounts.ts"
 import { notFound } from "../ApiError.ts"
 import { decodeJsonBody, decodeQuery } from "../decode.ts"
@@ -83,7 +83,8 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
       summary: "All preset voices plus the caller's clones",
       tags: ["voices"],
       responses: { 200: { description: "voices", schema: VoicesList } },
-      handler: () => Effect.sync(() => Reply.json(200, { voices: PRESET_VOICES.map((v) => voiceJson(v, options.siteUrl(), apiBase)) }))
+      handler: () =>
+        Effect.map(Synthesizer, (s) => Reply.json(200, { voices: s.voices.map((v) => voiceJson(v, options.siteUrl(), apiBase)) }))
     },
     {
       method: "GET",
@@ -94,8 +95,8 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
       tags: ["voices"],
       responses: { 200: { description: "the voice", schema: Voice }, 404: { description: "unknown voice", schema: ErrorBody } },
       handler: (ctx) =>
-        Effect.suspend(() => {
-          const preset = findPreset(ctx.params.voice_id!)
+        Effect.flatMap(Synthesizer, (s) => {
+          const preset = s.findVoice(ctx.params.voice_id!)
           return preset === undefined
             ? Effect.fail(notFound(`voice "${ctx.params.voice_id}" not found`, "voice_not_found"))
             : Effect.succeed(Reply.json(200, voiceJson(preset, options.siteUrl(), apiBase)))
