@@ -12,6 +12,7 @@ import { type OutputFormat, parseOutputFormat } from "../engines/audio/OutputFor
 import { concatInt16, int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import { wavHeader } from "../engines/audio/Wav.ts"
 import { type Segment, segmentSentences } from "../engines/tts/Segmenter.ts"
+import { type ExpressivePart, expressiveSegments, hasExpressiveTags, parseExpressive } from "../engines/tts/ExpressiveTags.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { Priority } from "../runtime/WorkerPool.ts"
 import { Accounts } from "../storage/Accounts.ts"
@@ -43,6 +44,8 @@ export interface PreparedSpeech {
   readonly userId: string | null
   /** False when the caller asked for one synthesis (`sentence_chunking: false`). */
   readonly chunked: boolean
+  /** Tagged text (SPEC 2.4) only: the parts of each segment, by segment index. */
+  readonly expressive?: ReadonlyArray<ReadonlyArray<ExpressivePart>>
 }
 
 export const checkText = (text: string) =>
@@ -57,18 +60,28 @@ export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input:
   yield* checkText(input.text)
   const synthesizer = yield* Synthesizer
   const voice = yield* synthesizer.resolveVoice(input.voiceId)
-  const format = yield* Effect.try({
+  const expressive = hasExpressiveTags(input.text) ? yield* planExpressive(input, voice.language) : undefined
+  const format = expressive?.format ?? (yield* Effect.try({
     try: () => parseOutputFormat(input.outputFormat, DEFAULT_SAMPLE_RATE),
     catch: (e) => e
-  })
-  const segments = input.chunking
+  }))
+  const segments = expressive?.segments ?? (input.chunking
     ? segmentSentences(input.text, { locale: voice.language })
-    : [{ text: input.text.trim(), charStart: 0, charEnd: input.text.length }]
+    : [{ text: input.text.trim(), charStart: 0, charEnd: input.text.length }])
   if (input.userId !== null) {
     const accounts = yield* Accounts
     yield* accounts.debit(input.userId, input.text.length)
   }
-  return { voice, format, segments, text: input.text, speed: input.speed, userId: input.userId, chunked: input.chunking } satisfies PreparedSpeech
+  return {
+    voice,
+    format,
+    segments,
+    text: input.text,
+    speed: input.speed,
+    userId: input.userId,
+    chunked: expressive !== undefined || input.chunking,
+    ...(expressive !== undefined ? { expressive: expressive.segments.map((s) => s.parts) } : {})
+  } satisfies PreparedSpeech
 })
 
 const refund = (speech: PreparedSpeech, chars: number) =>
@@ -104,14 +117,18 @@ export const runSegments = <E, R>(
     const run = synthesizeInOrder(
       speech.segments,
       options.ahead,
-      (segment) =>
-        synthesizer.synthesize({
-          voice: speech.voice,
-          text: segment.text,
-          speed: speech.speed,
-          sampleRate: speech.format.sampleRate,
-          priority: options.priority
-        }),
+      (segment, index) => {
+        const parts = speech.expressive?.[index]
+        return parts !== undefined
+          ? synthesizer.synthesizeExpressive({ voice: speech.voice, parts, speed: speech.speed, sampleRate: speech.format.sampleRate, priority: options.priority })
+          : synthesizer.synthesize({
+            voice: speech.voice,
+            text: segment.text,
+            speed: speech.speed,
+            sampleRate: speech.format.sampleRate,
+            priority: options.priority
+          })
+      },
       (output, segment, index) =>
         Effect.gen(function*() {
           yield* emit({ segment, index, output, offsetMs })
@@ -154,4 +171,35 @@ export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => 
     at += p.byteLength
   }
   return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expressive path (SPEC 2.4 tags; parsing rules in engines/tts/ExpressiveTags.ts)
+
+/**
+ * Tagged text always answers WAV. A requested `wav` / `wav_<rate>` keeps its rate; any other
+ * output_format (pcm_*, ulaw_8000, and even values the standard path refuses with 415, such as
+ * mp3_*) is ignored and gives WAV at DEFAULT_SAMPLE_RATE (24000 Hz).
+ */
+export const expressiveFormat = (outputFormat: string | undefined): OutputFormat => {
+  try {
+    const requested = parseOutputFormat(outputFormat, DEFAULT_SAMPLE_RATE)
+    if (requested.container === "wav") return requested
+  } catch {
+    // ignored, as every non-WAV format is
+  }
+  return parseOutputFormat("wav", DEFAULT_SAMPLE_RATE)
+}
+
+/**
+ * Segments of tagged text: sentences within blocks, effects riding with the sentence before
+ * them. Always segmented, whatever `sentence_chunking` says, so the stream endpoint answers in
+ * sentence mode and the sync endpoint renders the same audio. Text that is nothing but tags is
+ * refused (400), before any credit is taken.
+ */
+const planExpressive = (input: SpeechInput, locale: string) => {
+  const segments = expressiveSegments(input.text, parseExpressive(input.text).parts, locale)
+  return segments.length === 0
+    ? Effect.fail(new SpeechError({ reason: "InvalidRequest", message: "the text holds expressive tags but nothing to say or perform" }))
+    : Effect.succeed({ format: expressiveFormat(input.outputFormat), segments })
 }

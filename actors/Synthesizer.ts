@@ -7,6 +7,8 @@ import { Context, Effect, Layer } from "effect"
 import { languageInfo, PRESET_VOICES, type PresetVoice } from "../engines/tts/Voices.ts"
 import { piperPresets } from "./PiperVoices.ts"
 import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
+import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
+import type { ExpressiveInput } from "../engines/tts/expressiveTasks.ts"
 import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
 import { type Priority, type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
 import { fromPool, SpeechError } from "./SpeechError.ts"
@@ -29,12 +31,26 @@ export interface SynthesisRequest {
   readonly priority: Priority
 }
 
+/** One segment of tagged text (SPEC 2.4) for the expressive path. */
+export interface ExpressiveSynthesisRequest {
+  readonly voice: ResolvedVoice
+  /** The segment's parts, offsets relative to the segment (ExpressiveTags.expressiveSegments). */
+  readonly parts: ReadonlyArray<ExpressivePart>
+  /** 0.5 to 2, already clamped. */
+  readonly speed: number
+  /** Hz of the PCM wanted back. */
+  readonly sampleRate: number
+  readonly priority: Priority
+}
+
 export class Synthesizer extends Context.Service<Synthesizer, {
   /** Every voice callers may use: the catalogue presets, then this deployment's Piper voices. */
   readonly voices: ReadonlyArray<PresetVoice>
   readonly findVoice: (voiceId: string) => PresetVoice | undefined
   readonly resolveVoice: (voiceId: string) => Effect.Effect<ResolvedVoice, SpeechError>
   readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
+  /** Task `tts.expressive`: the same output as `synthesize`, rendered with the tags' prosody and effects. */
+  readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
 }>()("speech/actors/Synthesizer") {}
 
 export const SynthesizerLive = (options: { readonly piperDirectory?: string | undefined }) =>
@@ -69,7 +85,19 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           Effect.mapError(fromPool)
         )
       })
-      return { voices, findVoice, resolveVoice, synthesize }
+      const synthesizeExpressive = Effect.fn("Synthesizer.synthesizeExpressive")(function*(request: ExpressiveSynthesisRequest) {
+        const input: ExpressiveInput = {
+          parts: request.parts,
+          voice: request.voice.engineVoice,
+          speed: request.speed,
+          sampleRate: request.sampleRate,
+          ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
+        }
+        return yield* pool.run<SynthesizeOutput>("tts.expressive", input, { priority: request.priority }).pipe(
+          Effect.mapError(fromPool)
+        )
+      })
+      return { voices, findVoice, resolveVoice, synthesize, synthesizeExpressive }
     })
   )
 

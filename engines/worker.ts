@@ -8,10 +8,12 @@
  */
 import { poolTasks, serveTasks } from "./tasks.ts"
 import { ttsTasks } from "./tts/tasks.ts"
+import { expressiveTasks } from "./tts/expressiveTasks.ts"
 
 export const tasks = {
   ...poolTasks,
-  ...ttsTasks
+  ...ttsTasks,
+  ...expressiveTasks
 }
 
 export type Tasks = typeof tasks
