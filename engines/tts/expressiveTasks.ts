@@ -8,14 +8,11 @@
  */
 import { floatToInt16 } from "../audio/Pcm.ts"
 import { resample } from "../audio/Resampler.ts"
-import { defineTasks, perThread, TaskError, transfer } from "../tasks.ts"
-import { EspeakTts } from "./EspeakTts.ts"
+import { defineTasks, TaskError, transfer } from "../tasks.ts"
 import { renderExpressive, softLimit } from "./Expressive.ts"
 import type { ExpressivePart } from "./ExpressiveTags.ts"
-import { FliteTts } from "./FliteTts.ts"
-import { PiperTts } from "./PiperTts.ts"
-import type { SynthesizeOutput } from "./tasks.ts"
-import { type EngineVoice, type TtsEngine, TtsError } from "./TtsEngine.ts"
+import { engineFor, type SynthesizeOutput } from "./tasks.ts"
+import { type EngineVoice, TtsError } from "./TtsEngine.ts"
 
 export interface ExpressiveInput {
   /** One segment's parts; offsets relative to the segment (word timings come back the same way). */
@@ -27,26 +24,6 @@ export interface ExpressiveInput {
   readonly sampleRate: number
   /** Directory of Piper voices; required only for `voice.engine === "piper"`. */
   readonly piperDirectory?: string
-}
-
-const espeak = perThread(() => EspeakTts.load())
-const flite = perThread(() => FliteTts.load())
-const pipers = new Map<string, () => Promise<PiperTts>>()
-
-const engineFor = (input: ExpressiveInput): Promise<TtsEngine> => {
-  switch (input.voice.engine) {
-    case "espeak":
-      return espeak()
-    case "flite":
-      return flite()
-    case "piper": {
-      const directory = input.piperDirectory
-      if (directory === undefined) throw new TtsError("EngineUnavailable", "no Piper voice directory is configured")
-      let load = pipers.get(directory)
-      if (load === undefined) pipers.set(directory, (load = perThread(() => PiperTts.load({ directory }))))
-      return load()
-    }
-  }
 }
 
 export const expressiveTasks = defineTasks({

@@ -39,7 +39,8 @@ const espeak = perThread(() => EspeakTts.load())
 const flite = perThread(() => FliteTts.load())
 const pipers = new Map<string, () => Promise<PiperTts>>()
 
-const engineFor = (input: SynthesizeInput): Promise<TtsEngine> => {
+/** The engine of a voice, loaded once per worker thread and shared by every task kind. */
+export const engineFor = (input: { readonly voice: EngineVoice; readonly piperDirectory?: string | undefined }): Promise<TtsEngine> => {
   switch (input.voice.engine) {
     case "espeak":
       return espeak()
