@@ -52,6 +52,8 @@ export const settings = {
   logLevel: setting("LOG_LEVEL", `Log level: ${logLevels.join(", ")}`, "info", Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as const))),
   shutdownGraceMs: setting("SHUTDOWN_GRACE_MS", "After SIGTERM, how long in-flight requests and streams may run before they are cut, ms", "10000", intIn("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000)),
   piperVoicesDir: setting("PIPER_VOICES_DIR", "Directory of Piper voices (*.onnx + *.onnx.json); unset: Piper off", "(unset)", Config.option(Config.String("PIPER_VOICES_DIR"))),
+  wsEnabled: setting("WS_ENABLED", "WebSocket text-to-speech sessions (stream-input, multi-stream-input); false answers their upgrades with 503", "true", Config.Boolean("WS_ENABLED").pipe(Config.withDefault(true))),
+  wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),
   initialCredits: setting("INITIAL_CREDITS", "Credits given to a user created without an explicit amount", "10000", intIn("INITIAL_CREDITS", 10_000, 0, Number.MAX_SAFE_INTEGER))
 } as const
 

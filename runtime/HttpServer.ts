@@ -314,6 +314,8 @@ let wwwAuthenticate = "Bearer"
 export const setResourceMetadataUrl = (url: string) => {
   wwwAuthenticate = `Bearer resource_metadata="${url}"`
 }
+/** The WWW-Authenticate value of every 401, for refusals answered outside this bridge (WebSocket upgrades). */
+export const authenticateChallenge = (): string => wwwAuthenticate
 
 const send = <R>(exchange: Exchange, reply: Reply<R>): Effect.Effect<number, unknown, R> => {
   const res = exchange.res

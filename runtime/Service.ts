@@ -22,6 +22,7 @@ import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
 import { loggingLayer } from "./Logging.ts"
 import { HttpMetrics, renderMetrics } from "./Metrics.ts"
 import { Router } from "./Router.ts"
+import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
@@ -90,12 +91,21 @@ export const startServer = Effect.gen(function*() {
       { name: "worker_pool", run: pool.ping.pipe(Effect.timeout("5 seconds")) }
     ]
   })
+  const webSockets = makeTtsWebSockets({
+    apiBase: config.apiBase,
+    enabled: config.wsEnabled,
+    idleTimeoutMs: config.wsIdleTimeoutS * 1000,
+    authenticate: (credential) => accounts.authenticate(credential)
+  })
   const metricsText = MetricsText.of({
     render: renderMetrics([
       { name: "worker_pool_queue_depth", description: "Tasks waiting for a worker", read: () => pool.stats().queueSize },
       { name: "worker_pool_running", description: "Tasks running on workers", read: () => pool.stats().running },
       { name: "worker_pool_threads", description: "Worker threads alive", read: () => pool.stats().threads },
-      { name: "http_in_flight", description: "HTTP requests and streams in progress", read: () => server.inFlight() }
+      { name: "http_in_flight", description: "HTTP requests and streams in progress", read: () => server.inFlight() },
+      { name: "tts_ws_sessions_active", description: "Open WebSocket text-to-speech sessions", read: webSockets.activeSessions },
+      { name: "tts_ws_sessions_backpressured", description: "WebSocket sessions waiting for their client to read", read: webSockets.backpressuredSessions },
+      { name: "tts_ws_buffered_bytes", description: "Bytes held in WebSocket send buffers", read: webSockets.bufferedBytes }
     ]).pipe(Effect.provideContext(context))
   })
 
@@ -104,7 +114,8 @@ export const startServer = Effect.gen(function*() {
     port: config.port,
     router: new Router(routes),
     authenticate: (credential) => accounts.authenticate(credential),
-    metrics
+    metrics,
+    configure: webSockets.register
   }).pipe(
     Effect.provideService(SiteInfo, site),
     Effect.provideService(Readiness, readiness),

@@ -1,0 +1,127 @@
+/**
+ * Wire shapes of the WebSocket text-to-speech endpoints (SPEC 4.2 `stream-input`, and
+ * ElevenLabs' multi-context `multi-stream-input` used by LiveKit and Pipecat).
+ *
+ * Client frames are decoded by hand rather than through Schema: a frame arrives per LLM token, so
+ * this is the hot path of a session, and the rules are few (types of six fields; every other
+ * field, such as `generation_config` or `xi_api_key`, is accepted and ignored).
+ *
+ * Server frames are built here so the two protocols differ in one place: single-stream control
+ * frames carry `audio: null` (SPEC 4.2); multi-context frames carry `contextId` and omit `audio`
+ * on control frames, because clients there test `"audio" in frame` or `frame.audio` to find audio.
+ */
+import type { WordTiming } from "../engines/tts/TtsEngine.ts"
+import { characterAlignment } from "./Alignment.ts"
+
+export interface ClientFrame {
+  /** Absent or null when the frame carries no text. */
+  readonly text: string | undefined
+  readonly tryTrigger: boolean
+  readonly flush: boolean
+  /** Raw `voice_settings.speed`, not yet clamped. */
+  readonly speed: number | undefined
+  /** `context_id`; only meaningful on multi-stream-input. */
+  readonly contextId: string | undefined
+  readonly closeContext: boolean
+  readonly closeSocket: boolean
+  /** Our extension (SPEC 4.2 leaves its shape open): `{"cancel": true}`. */
+  readonly cancel: boolean
+}
+
+/** Context ids longer than this are refused: they are echoed in every frame and kept as map keys. */
+export const MAX_CONTEXT_ID_CHARS = 128
+
+const optionalBoolean = (o: Record<string, unknown>, key: string): boolean | string => {
+  const v = o[key]
+  if (v === undefined || v === null) return false
+  return typeof v === "boolean" ? v : `${key} must be a boolean`
+}
+
+/** A decoded frame, or the reason it is malformed (sent back in an `invalid_message` error). */
+export const decodeClientFrame = (raw: string): ClientFrame | string => {
+  let value: unknown
+  try {
+    value = JSON.parse(raw)
+  } catch {
+    return "frame is not valid JSON"
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return "frame must be a JSON object"
+  const o = value as Record<string, unknown>
+  const text = o.text
+  if (text !== undefined && text !== null && typeof text !== "string") return "text must be a string"
+  let speed: number | undefined
+  const settings = o.voice_settings
+  if (settings !== undefined && settings !== null) {
+    if (typeof settings !== "object" || Array.isArray(settings)) return "voice_settings must be an object"
+    const s = (settings as Record<string, unknown>).speed
+    if (s !== undefined && s !== null) {
+      if (typeof s !== "number" || !Number.isFinite(s)) return "voice_settings.speed must be a number"
+      speed = s
+    }
+  }
+  const contextId = o.context_id
+  if (contextId !== undefined && contextId !== null) {
+    if (typeof contextId !== "string" || contextId.length === 0 || contextId.length > MAX_CONTEXT_ID_CHARS) {
+      return `context_id must be a string of 1 to ${MAX_CONTEXT_ID_CHARS} characters`
+    }
+  }
+  const flags = {
+    tryTrigger: optionalBoolean(o, "try_trigger_generation"),
+    flush: optionalBoolean(o, "flush"),
+    closeContext: optionalBoolean(o, "close_context"),
+    closeSocket: optionalBoolean(o, "close_socket"),
+    cancel: optionalBoolean(o, "cancel")
+  }
+  for (const f of Object.values(flags)) if (typeof f === "string") return f
+  return {
+    text: typeof text === "string" ? text : undefined,
+    speed,
+    contextId: typeof contextId === "string" ? contextId : undefined,
+    ...(flags as { tryTrigger: boolean; flush: boolean; closeContext: boolean; closeSocket: boolean; cancel: boolean })
+  }
+}
+
+/** ElevenLabs' WebSocket alignment: integer ms relative to the start of this chunk's audio. */
+export interface WsAlignment {
+  readonly chars: Array<string>
+  readonly charStartTimesMs: Array<number>
+  readonly charDurationsMs: Array<number>
+}
+
+/**
+ * Alignment of `raw` (the chunk's text as the client sent it, surrounding whitespace included, so
+ * the chars of all frames concatenate to the input) from word timings of the synthesized text,
+ * which starts `lead` characters into `raw`.
+ */
+export const wsAlignment = (raw: string, lead: number, words: ReadonlyArray<WordTiming>, durationMs: number): WsAlignment => {
+  const shifted = lead === 0 ? words : words.map((w) => ({ ...w, charStart: w.charStart + lead, charEnd: w.charEnd + lead }))
+  const a = characterAlignment(raw, shifted, durationMs)
+  const starts = a.character_start_times_seconds.map((s) => Math.round(s * 1000))
+  return {
+    chars: a.characters,
+    charStartTimesMs: starts,
+    charDurationsMs: a.character_end_times_seconds.map((e, i) => Math.max(0, Math.round(e * 1000) - starts[i]!))
+  }
+}
+
+/** Which protocol a frame is for: single-stream frames carry no context id. */
+export type ContextId = string | undefined
+
+export const audioFrame = (pcm: Uint8Array, alignment: WsAlignment, contextId: ContextId): string =>
+  JSON.stringify({
+    audio: Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength).toString("base64"),
+    isFinal: false,
+    alignment,
+    normalizedAlignment: alignment,
+    ...(contextId !== undefined ? { contextId } : {})
+  })
+
+const control = (fields: Record<string, unknown>, contextId: ContextId): string =>
+  JSON.stringify(contextId === undefined ? { audio: null, ...fields } : { ...fields, contextId })
+
+export const flushDoneFrame = (contextId: ContextId): string => control({ flushDone: true }, contextId)
+export const finalFrame = (contextId: ContextId): string => control({ isFinal: true }, contextId)
+/** Acknowledges a cancel: no audio of the cancelled speech follows it. */
+export const cancelledFrame = (contextId: ContextId): string => control({ cancelled: true }, contextId)
+export const errorFrame = (code: string, message: string, contextId?: ContextId): string =>
+  JSON.stringify(contextId === undefined ? { error: { code, message } } : { error: { code, message }, contextId })

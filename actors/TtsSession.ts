@@ -1,0 +1,491 @@
+/**
+ * One WebSocket text-to-speech session (SPEC 4.2 `stream-input`, and ElevenLabs' multi-context
+ * `multi-stream-input`): an actor, i.e. one control fiber reading a bounded inbox, plus one
+ * pipeline fiber per context in a FiberMap. `stream-input` is the same machine with exactly one
+ * context whose frames carry no `contextId`.
+ *
+ * Per context: text is appended to a buffer; TextChunker decides when a piece becomes a
+ * synthesis; pieces and markers (flushDone, isFinal, cancel acks) go through one bounded work
+ * queue, so every marker is sent after the audio queued before it. A producer synthesizes in
+ * order on the pool ("realtime" lane) into a one-slot result queue while the deliverer sends the
+ * previous result, so at most two chunks of audio exist per context besides what the socket holds.
+ * The deliverer's `send` waits while the client is not reading (socket backpressure), which stops
+ * the producer one chunk later: a client that stops reading pauses its own synthesis.
+ *
+ * The control fiber never blocks on the socket, so a client that stops reading can still cancel.
+ *
+ * Credits: one per character of synthesized text (trimmed), debited when its audio is about to be
+ * sent, so cancelled or undeliverable audio is never charged and nothing needs refunding. The cost
+ * of that choice: up to two chunks are synthesized for an account that then turns out empty.
+ *
+ * Idle: closed (1011) after `idleTimeoutMs` with no inbound frame, no frame sent and no synthesis
+ * running; so a listening client is not cut off mid-stream, and one that stops reading is.
+ *
+ * Close codes: 1000 after `{text:""}` (single) or `close_socket` (multi); 1011 for synthesis
+ * failures and idleness (SPEC 7), after an error frame; 1008 for client faults (malformed frame,
+ * too much pending text, too many contexts, out of credits), after an error frame.
+ */
+import { Cause, Data, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
+import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
+import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
+import { languageInfo, resolveLanguage } from "../engines/tts/Voices.ts"
+import { SPEED_MAX, SPEED_MIN } from "../engines/tts/TtsEngine.ts"
+import { Accounts } from "../storage/Accounts.ts"
+import { SpeechError } from "./SpeechError.ts"
+import { type ResolvedVoice, Synthesizer } from "./Synthesizer.ts"
+import { type Chunk, takeChunks, toChunk } from "./TextChunker.ts"
+import {
+  audioFrame,
+  cancelledFrame,
+  type ClientFrame,
+  type ContextId,
+  decodeClientFrame,
+  errorFrame,
+  finalFrame,
+  flushDoneFrame,
+  wsAlignment
+} from "./TtsFrames.ts"
+
+export type SessionMode = "single" | "multi"
+
+/** Hz of every audio frame (SPEC 4.2: raw s16le, 24000 Hz, mono). */
+export const WS_SAMPLE_RATE = 24000
+/** Text waiting for synthesis per session (buffers plus queued chunks), characters (SPEC 8's 8000). */
+export const MAX_PENDING_CHARS = 8000
+/** Open contexts per multi-context socket; contexts still finishing after close_context count up to twice this. */
+export const MAX_CONTEXTS = 10
+/** Pieces and markers queued per context; the pending-text bound is the one that bites first for text. */
+const WORK_QUEUE_CAPACITY = 1024
+
+export const CLOSE_NORMAL = 1000
+export const CLOSE_POLICY = 1008
+export const CLOSE_SERVER_ERROR = 1011
+
+export class SocketGone extends Data.TaggedError("SocketGone")<{}> {}
+
+/** The socket as the session sees it; runtime/WebSocketServer.ts implements it over uWS. */
+export interface SessionSocket {
+  /** Sends a text frame once the client has read enough of what is already queued. */
+  readonly send: (frame: string) => Effect.Effect<void, SocketGone>
+  /** Sends at once, for the last frame before a close; may exceed the backpressure bound once. */
+  readonly sendNow: (frame: string) => void
+  /** Closes with a WebSocket close code; a no-op once closed. */
+  readonly close: (code: number, reason: string) => void
+}
+
+/**
+ * The bounded mailbox of a session. Inbound frames are copied into strings by the socket
+ * callback and offered here; `null` stands for a binary frame (refused by the session).
+ * Bounded twice: by frames and by characters held.
+ */
+export class Inbox {
+  private chars = 0
+  readonly take: Effect.Effect<string | null>
+
+  private constructor(private readonly queue: Queue.Queue<string | null>, private readonly maxChars: number) {
+    this.take = Effect.map(Queue.take(queue), (frame) => {
+      this.chars -= frame?.length ?? 0
+      return frame
+    })
+  }
+
+  static make(capacity = 256, maxChars = 1024 * 1024): Inbox {
+    return new Inbox(Effect.runSync(Queue.bounded<string | null>(capacity)), maxChars)
+  }
+
+  /** False when full: the client is outrunning its own session, and the caller closes it. */
+  offer(frame: string | null): boolean {
+    const n = frame?.length ?? 0
+    if (this.chars + n > this.maxChars || !Queue.offerUnsafe(this.queue, frame)) return false
+    this.chars += n
+    return true
+  }
+
+}
+
+export interface SessionOptions {
+  readonly mode: SessionMode
+  readonly voice: ResolvedVoice
+  readonly userId: string
+  /** Close with 1011 after this long without an inbound frame, an outbound frame or a synthesis running, ms. */
+  readonly idleTimeoutMs: number
+  readonly socket: SessionSocket
+  readonly inbox: Inbox
+  /** The error frame's code and message for a failure (the edge's error table). */
+  readonly describe: (failure: unknown) => { readonly code: string; readonly message: string }
+}
+
+/** Server-side counters, also what tests watch to see synthesis pause under backpressure. */
+export const chunksSynthesized = Metric.counter("tts_ws_chunks_synthesized_total", {
+  description: "Chunks of WebSocket text synthesized"
+})
+export const audioFramesSent = Metric.counter("tts_ws_audio_frames_sent_total", {
+  description: "WebSocket audio frames handed to the socket"
+})
+
+/**
+ * The voice a session speaks with (checked before the upgrade, so failures are HTTP statuses).
+ * Clone ids are refused (SPEC 4.2). `language` is the query/header value or undefined.
+ *
+ * Language rule (documented in the README): without a language the preset speaks its own
+ * language (Estonian for the Estonian presets, the default voice among them). With a language
+ * other than the preset's, the same preset speaks it: espeak presets keep their variant
+ * (timbre), pitch and rate on that language's espeak voice; Flite presets (English only) become
+ * espeak voices of their gender. An unknown language is a 400 before the upgrade.
+ */
+export const resolveSessionVoice = Effect.fn("TtsSession.resolveVoice")(function*(voiceId: string, language: string | undefined) {
+  if (voiceId.startsWith("vc_")) {
+    return yield* new SpeechError({
+      reason: "CloneNotAllowed",
+      message: `voice clones cannot be used on the WebSocket endpoint; synthesize with POST /v1/text-to-speech/${voiceId} instead`
+    })
+  }
+  const synthesizer = yield* Synthesizer
+  const voice = yield* synthesizer.resolveVoice(voiceId)
+  if (language === undefined || language.trim() === "") return voice
+  const code = resolveLanguage(language)
+  if (code === undefined) {
+    return yield* new SpeechError({
+      reason: "InvalidRequest",
+      message: `unknown language "${language}"; give an ISO 639-1 code or an English name, e.g. "et" or "Estonian"`
+    })
+  }
+  return code === voice.language ? voice : revoice(voice, code, synthesizer.findVoice(voiceId)?.labels.gender)
+})
+
+const revoice = (voice: ResolvedVoice, language: string, gender: string | undefined): ResolvedVoice => {
+  const row = languageInfo(language)!
+  const ev = voice.engineVoice
+  if (ev.engine === "espeak") {
+    const variant = ev.variant.split("+")[1]
+    return { ...voice, language, engineVoice: { ...ev, language, variant: variant === undefined ? row.espeak : `${row.espeak}+${variant}` } }
+  }
+  if (ev.engine === "flite") {
+    const female = gender === "female"
+    return { ...voice, language, engineVoice: { engine: "espeak", language, variant: `${row.espeak}+${female ? "f3" : "m3"}`, pitch: 1, rate: 1 } }
+  }
+  return voice // Piper models are one language each; they speak theirs
+}
+
+export const clampSpeed = (speed: number): number => Math.min(SPEED_MAX, Math.max(SPEED_MIN, speed))
+
+interface Ending {
+  readonly code: number
+  readonly reason: string
+}
+
+type Work =
+  | { readonly _tag: "Speak"; readonly chunk: Chunk; readonly speed: number }
+  | { readonly _tag: "FlushDone" }
+  | { readonly _tag: "Cancelled" }
+  | { readonly _tag: "Final" }
+
+type Result =
+  | Exclude<Work, { _tag: "Speak" }>
+  | { readonly _tag: "Audio"; readonly chunk: Chunk; readonly output: SynthesizeOutput }
+  | { readonly _tag: "Failed"; readonly failure: unknown }
+
+/** State of one context; owned by the control fiber except `queuedChars`, which the producer lowers. */
+interface Context {
+  /** Echoed as `contextId`; undefined on stream-input. */
+  readonly id: ContextId
+  /** FiberMap key: fresh per context incarnation, so a reused id never meets its predecessor. */
+  readonly key: number
+  readonly work: Queue.Queue<Work>
+  buffer: string
+  speed: number
+  /** Characters of queued Speak work not yet taken by the producer. */
+  queuedChars: number
+}
+
+export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: SessionOptions) {
+  const synthesizer = yield* Synthesizer
+  const accounts = yield* Accounts
+  const { socket, mode, voice, userId } = options
+  const ended = yield* Deferred.make<Ending>()
+  const finish = (ending: Ending) => Deferred.doneUnsafe(ended, Exit.succeed(ending))
+  const fibers = yield* FiberMap.make<number>()
+  /** Open contexts by wire id ("" on stream-input). */
+  const contexts = new Map<string, Context>()
+  /** Open and finishing contexts, for the pending-text bound. */
+  const live = new Set<Context>()
+  let nextKey = 0
+  /** Last inbound frame, outbound frame or finished synthesis, ms since epoch. */
+  let lastActivity = Date.now()
+  /** Syntheses running (or waiting for a worker): the server is busy for the client, not idle. */
+  let synthesizing = 0
+  let inputEnded = false
+
+  const send = (frame: string) =>
+    Effect.map(socket.send(frame), () => {
+      lastActivity = Date.now()
+    })
+
+  // ---- per-context pipeline -------------------------------------------------------------------
+
+  const produce = (ctx: Context, results: Queue.Queue<Result>) =>
+    Effect.gen(function*() {
+      for (;;) {
+        const work = yield* Queue.take(ctx.work)
+        if (work._tag !== "Speak") {
+          yield* Queue.offer(results, work)
+          if (work._tag === "Final") return
+          continue
+        }
+        ctx.queuedChars -= work.chunk.raw.length
+        synthesizing++
+        const exit = yield* Effect.exit(synthesizer.synthesize({
+          voice,
+          text: work.chunk.text,
+          speed: work.speed,
+          sampleRate: WS_SAMPLE_RATE,
+          priority: "realtime"
+        })).pipe(Effect.ensuring(Effect.sync(() => {
+          synthesizing--
+          lastActivity = Date.now()
+        })))
+        if (exit._tag === "Failure") {
+          if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
+          yield* Queue.offer(results, { _tag: "Failed", failure: Cause.squash(exit.cause) })
+          return
+        }
+        yield* Metric.update(chunksSynthesized, 1)
+        yield* Queue.offer(results, { _tag: "Audio", chunk: work.chunk, output: exit.value })
+      }
+    })
+
+  /** Sends an error frame in order, then ends the session. */
+  const fail = (ctx: Context, failure: unknown, code: number) =>
+    Effect.gen(function*() {
+      const { code: status, message } = options.describe(failure)
+      if (code === CLOSE_SERVER_ERROR) yield* Effect.logWarning("WebSocket session failed", { status, message })
+      yield* send(errorFrame(status, message, ctx.id))
+      finish({ code, reason: status })
+    })
+
+  const deliver = (ctx: Context, results: Queue.Queue<Result>) =>
+    Effect.gen(function*() {
+      for (;;) {
+        const result = yield* Queue.take(results)
+        switch (result._tag) {
+          case "Audio": {
+            const debit = yield* Effect.exit(accounts.debit(userId, result.chunk.text.length))
+            if (debit._tag === "Failure") {
+              const failure = Cause.squash(debit.cause)
+              const client = (failure as { reason?: unknown }).reason === "InsufficientCredits"
+              return yield* fail(ctx, failure, client ? CLOSE_POLICY : CLOSE_SERVER_ERROR)
+            }
+            const { pcm, sampleRate, words } = result.output
+            const alignment = wsAlignment(result.chunk.raw, result.chunk.lead, words, (pcm.length * 1000) / sampleRate)
+            yield* send(audioFrame(int16ToBytesLE(pcm), alignment, ctx.id))
+            yield* Metric.update(audioFramesSent, 1)
+            break
+          }
+          case "FlushDone":
+            yield* send(flushDoneFrame(ctx.id))
+            break
+          case "Cancelled":
+            yield* send(cancelledFrame(ctx.id))
+            break
+          case "Final":
+            yield* send(finalFrame(ctx.id))
+            if (mode === "single") finish({ code: CLOSE_NORMAL, reason: "end of stream" })
+            return
+          case "Failed":
+            return yield* fail(ctx, result.failure, CLOSE_SERVER_ERROR)
+        }
+      }
+    })
+
+  const runContext = (ctx: Context) =>
+    Effect.gen(function*() {
+      const results = yield* Queue.bounded<Result>(1)
+      yield* Effect.forkChild(produce(ctx, results))
+      yield* deliver(ctx, results)
+    }).pipe(
+      // The client left; the server interrupts the session as well.
+      Effect.catchTag("SocketGone", () => Effect.void),
+      Effect.ensuring(Effect.sync(() => live.delete(ctx)))
+    )
+
+  const openContext = (id: ContextId, from?: Context) =>
+    Effect.gen(function*() {
+      const ctx: Context = {
+        id,
+        key: nextKey++,
+        work: yield* Queue.bounded<Work>(WORK_QUEUE_CAPACITY),
+        buffer: "",
+        speed: from?.speed ?? 1,
+        queuedChars: 0
+      }
+      live.add(ctx)
+      contexts.set(id ?? "", ctx)
+      yield* FiberMap.run(fibers, ctx.key, runContext(ctx))
+      return ctx
+    })
+
+  // ---- control: frames → context state ----------------------------------------------------------
+
+  /** A client fault: error frame now, then close 1008. */
+  const violation = (code: string, message: string, contextId?: ContextId): Ending => {
+    socket.sendNow(errorFrame(code, message, contextId))
+    return { code: CLOSE_POLICY, reason: code }
+  }
+
+  const pendingChars = () => {
+    let n = 0
+    for (const c of live) n += c.buffer.length + c.queuedChars
+    return n
+  }
+
+  /** Queues work; undefined on success, else the ending (queue full). */
+  const enqueue = (ctx: Context, work: Work): Ending | undefined => {
+    if (!Queue.offerUnsafe(ctx.work, work)) {
+      return violation("too_many_messages", `more than ${WORK_QUEUE_CAPACITY} requests wait in this context; wait for flushDone`, ctx.id)
+    }
+    if (work._tag === "Speak") ctx.queuedChars += work.chunk.raw.length
+    return undefined
+  }
+
+  const speakAll = (ctx: Context, chunks: ReadonlyArray<Chunk>): Ending | undefined => {
+    for (const chunk of chunks) {
+      const e = enqueue(ctx, { _tag: "Speak", chunk, speed: ctx.speed })
+      if (e !== undefined) return e
+    }
+    return undefined
+  }
+
+  /** Synthesize the whole buffer now (flush, try_trigger_generation, end of input). */
+  const speakBuffer = (ctx: Context): Ending | undefined => {
+    const chunk = toChunk(ctx.buffer)
+    ctx.buffer = ""
+    return chunk === undefined ? undefined : speakAll(ctx, [chunk])
+  }
+
+  const append = (ctx: Context, text: string): Ending | undefined => {
+    if (pendingChars() + text.length > MAX_PENDING_CHARS) {
+      return violation("text_too_long", `more than ${MAX_PENDING_CHARS} characters would wait for synthesis; send more after the audio arrives (flush, then wait for flushDone)`, ctx.id)
+    }
+    const { chunks, rest } = takeChunks(ctx.buffer + text)
+    ctx.buffer = rest
+    return speakAll(ctx, chunks)
+  }
+
+  /** Drops the context's buffered and queued speech and interrupts its synthesis; acks in order. */
+  const cancel = (ctx: Context) =>
+    Effect.gen(function*() {
+      yield* FiberMap.remove(fibers, ctx.key)
+      live.delete(ctx)
+      const fresh = yield* openContext(ctx.id, ctx)
+      return enqueue(fresh, { _tag: "Cancelled" })
+    })
+
+  /** Text, speed, try_trigger_generation and flush of one frame, for its context. */
+  const applyToContext = (ctx: Context, frame: ClientFrame, textMeansEnd: boolean): Ending | undefined => {
+    if (frame.speed !== undefined) ctx.speed = clampSpeed(frame.speed)
+    const text = frame.text
+    if (text !== undefined) {
+      if (text === "") {
+        if (textMeansEnd) {
+          inputEnded = true
+          return speakBuffer(ctx) ?? enqueue(ctx, { _tag: "Final" })
+        }
+        // multi-stream-input: empty text is ElevenLabs' keep-alive; activity was already noted.
+      } else if (text !== " ") { // " " is the init frame or, later, a keep-alive: never appended
+        const e = append(ctx, text)
+        if (e !== undefined) return e
+      }
+    }
+    if (frame.tryTrigger || frame.flush) {
+      const e = speakBuffer(ctx)
+      if (e !== undefined) return e
+    }
+    return frame.flush ? enqueue(ctx, { _tag: "FlushDone" }) : undefined
+  }
+
+  const handleSingle = (frame: ClientFrame) =>
+    Effect.gen(function*() {
+      let ctx = contexts.get("")!
+      if (frame.cancel) {
+        const e = yield* cancel(ctx)
+        if (e !== undefined) return e
+        ctx = contexts.get("")!
+      }
+      return applyToContext(ctx, frame, true)
+    })
+
+  const closeSocket = Effect.gen(function*() {
+    inputEnded = true
+    for (const ctx of contexts.values()) {
+      const e = speakBuffer(ctx) ?? enqueue(ctx, { _tag: "Final" })
+      if (e !== undefined) return e
+    }
+    contexts.clear()
+    // Every context sends its isFinal after its audio; then the socket closes normally.
+    yield* Effect.forkChild(Effect.andThen(FiberMap.awaitEmpty(fibers), Effect.sync(() => finish({ code: CLOSE_NORMAL, reason: "close_socket" }))))
+    return undefined
+  })
+
+  const handleMulti = (frame: ClientFrame) =>
+    Effect.gen(function*() {
+      if (frame.closeSocket) return yield* closeSocket
+      const key = frame.contextId ?? ""
+      let ctx = contexts.get(key)
+      if (frame.closeContext) {
+        if (ctx === undefined) return undefined
+        // Already-flushed (queued) speech finishes; the unflushed buffer is dropped (ElevenLabs).
+        const e = frame.flush ? speakBuffer(ctx) : undefined
+        if (e !== undefined) return e
+        ctx.buffer = ""
+        contexts.delete(key)
+        return enqueue(ctx, { _tag: "Final" })
+      }
+      if (frame.cancel && ctx !== undefined) {
+        const e = yield* cancel(ctx)
+        if (e !== undefined) return e
+        ctx = contexts.get(key)
+      }
+      const needsContext = (frame.text !== undefined && frame.text !== "") || frame.flush || frame.tryTrigger || frame.speed !== undefined
+      if (ctx === undefined) {
+        if (!needsContext) return undefined
+        if (contexts.size >= MAX_CONTEXTS || live.size >= 2 * MAX_CONTEXTS) {
+          return violation("too_many_contexts", `at most ${MAX_CONTEXTS} contexts may be open on one socket; close_context the ones you no longer need`, frame.contextId)
+        }
+        ctx = yield* openContext(frame.contextId ?? "")
+      }
+      return applyToContext(ctx, frame, false)
+    })
+
+  const handle = (raw: string | null) =>
+    Effect.suspend((): Effect.Effect<Ending | undefined> => {
+      if (raw === null) return Effect.succeed(violation("invalid_message", "binary frames are not accepted; send JSON text frames"))
+      const frame = decodeClientFrame(raw)
+      if (typeof frame === "string") return Effect.succeed(violation("invalid_message", frame))
+      if (inputEnded) return Effect.succeed(undefined) // after end of input, frames only keep the socket alive
+      return mode === "single" ? handleSingle(frame) : handleMulti(frame)
+    })
+
+  const control = Effect.gen(function*() {
+    for (;;) {
+      // Time spent synthesizing is not idleness (a cold worker may take seconds for the first
+      // chunk): look again in a second; the clock restarts when the synthesis ends.
+      const left = synthesizing > 0 ? 1000 : lastActivity + options.idleTimeoutMs - Date.now()
+      if (left <= 0) {
+        socket.sendNow(errorFrame("idle_timeout", `no frame for ${Math.round(options.idleTimeoutMs / 1000)} s; the session is closed`))
+        return { code: CLOSE_SERVER_ERROR, reason: "idle timeout" }
+      }
+      const next = yield* Effect.timeoutOption(options.inbox.take, Duration.millis(left))
+      if (Option.isNone(next)) continue // re-check: audio sent meanwhile counts as activity
+      lastActivity = Date.now()
+      const ending = yield* handle(next.value)
+      if (ending !== undefined) return ending
+    }
+  })
+
+  if (mode === "single") yield* openContext(undefined)
+  const controller = yield* Effect.forkChild(Effect.map(control, finish))
+  const ending = yield* Deferred.await(ended)
+  yield* Fiber.interrupt(controller)
+  yield* FiberMap.clear(fibers)
+  socket.close(ending.code, ending.reason)
+}, Effect.scoped)

@@ -1,0 +1,307 @@
+/**
+ * The uWS side of the WebSocket text-to-speech endpoints (SPEC 4.2; ElevenLabs' multi-context
+ * protocol): upgrade checks, and a socket object that feeds a TtsSession actor and carries its
+ * frames back under backpressure. Everything protocol-level lives in actors/TtsSession.ts.
+ *
+ * Upgrade (uWS UpgradeAsync pattern): headers, query, voice id and the Sec-WebSocket-* values are
+ * copied before anything else (the request object dies when the callback returns), `onAborted`
+ * is registered before going async, and the upgrade happens in a fiber only if the client is
+ * still there. Refusals are HTTP answers with the SPEC 2.1 body: 503 when WS_ENABLED is off,
+ * 401 (with WWW-Authenticate) for a missing or wrong key, 404 for unknown presets and clone ids,
+ * 400 for an unknown language.
+ *
+ * Backpressure: a frame is written only while the socket holds at most SEND_LOW_WATER bytes;
+ * otherwise the sender waits for uWS's `drain`. Since each frame is at most one chunk of audio
+ * (240 characters: about 2.5 MB of base64 at speed 0.5), the buffer stays far below
+ * `maxBackpressure`, so uWS never drops a frame (send status 2). If it ever did, the socket is
+ * closed with 1011: audio is never lost silently.
+ */
+import uWS from "@based/uws"
+import { Cause, Effect, FiberSet, type Fiber, type Scope } from "effect"
+import type { Synthesizer } from "../actors/Synthesizer.ts"
+import {
+  CLOSE_POLICY,
+  CLOSE_SERVER_ERROR,
+  Inbox,
+  resolveSessionVoice,
+  runTtsSession,
+  type SessionMode,
+  type SessionSocket,
+  SocketGone
+} from "../actors/TtsSession.ts"
+import type { ResolvedVoice } from "../actors/Synthesizer.ts"
+import { errorFrame } from "../actors/TtsFrames.ts"
+import { ApiError, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
+import type { Principal } from "../protocol/Http.ts"
+import type { Accounts } from "../storage/Accounts.ts"
+import { authenticateChallenge, presentedCredential } from "./HttpServer.ts"
+
+export interface TtsWebSocketOptions {
+  /** "/api/v1". */
+  readonly apiBase: string
+  /** WS_ENABLED: when false every upgrade is refused with 503. */
+  readonly enabled: boolean
+  /** WS_IDLE_TIMEOUT_S in ms. */
+  readonly idleTimeoutMs: number
+  readonly authenticate: (credential: string) => Effect.Effect<Principal, unknown>
+}
+
+/** Bytes the socket may hold before the next frame waits for `drain`. */
+export const SEND_LOW_WATER = 256 * 1024
+/** uWS drops frames past this; our own gate keeps far below it. */
+const MAX_BACKPRESSURE = 8 * 1024 * 1024
+/** Largest inbound frame; uWS closes the socket (1009) past it. 8000 characters of JSON fit. */
+const MAX_PAYLOAD = 64 * 1024
+/** uWS's own idle limit, s, with automatic pings: only reaps dead peers; sessions apply WS_IDLE_TIMEOUT_S. */
+const UWS_IDLE_TIMEOUT_S = 120
+
+const SEND_DROPPED = 2
+
+interface Admitted {
+  readonly principal: Principal
+  readonly voice: ResolvedVoice
+  readonly mode: SessionMode
+}
+
+/**
+ * uWS user data. Hazard: uWS copies the object given to `upgrade` property by property, so a
+ * class instance loses its prototype; the instance travels inside this wrapper instead.
+ */
+interface SocketData {
+  readonly conn: Connection
+}
+
+/** One socket: the session's view of it, and the uWS handle while it is open. */
+class Connection implements SessionSocket {
+  ws: uWS.WebSocket<SocketData> | undefined = undefined
+  fiber: Fiber.Fiber<unknown, unknown> | undefined = undefined
+  readonly inbox = Inbox.make()
+  /** uWS reported the close; the handle is invalid. */
+  closed = false
+  /** We called `end`; no more frames. */
+  ending = false
+  private waiters: Array<() => void> = []
+
+  constructor(readonly admitted: Admitted) {}
+
+  get waiting(): boolean {
+    return this.waiters.length > 0
+  }
+
+  get bufferedBytes(): number {
+    return this.closed || this.ws === undefined ? 0 : this.ws.getBufferedAmount()
+  }
+
+  readonly send = (frame: string): Effect.Effect<void, SocketGone> =>
+    Effect.suspend(() => {
+      const ws = this.ws
+      if (this.closed || this.ending || ws === undefined) return Effect.fail(new SocketGone())
+      if (ws.getBufferedAmount() > SEND_LOW_WATER) return Effect.andThen(this.drained, this.send(frame))
+      if (this.write(ws, frame) === SEND_DROPPED) {
+        this.close(CLOSE_SERVER_ERROR, "frame dropped")
+        return Effect.fail(new SocketGone())
+      }
+      return Effect.void
+    })
+
+  /** Resumes on the next `drain` (or close); the caller re-checks. */
+  private readonly drained = Effect.callback<void>((resume) => {
+    const wake = () => resume(Effect.void)
+    this.waiters.push(wake)
+    return Effect.sync(() => {
+      this.waiters = this.waiters.filter((w) => w !== wake)
+    })
+  })
+
+  sendNow(frame: string): void {
+    if (!this.closed && !this.ending && this.ws !== undefined) this.write(this.ws, frame)
+  }
+
+  close(code: number, reason: string): void {
+    if (this.closed || this.ending || this.ws === undefined) return
+    this.ending = true
+    this.ws.end(code, reason)
+  }
+
+  private write(ws: uWS.WebSocket<SocketData>, frame: string): number {
+    let status = 1
+    ws.cork(() => {
+      status = ws.send(frame, false, false)
+    })
+    return status
+  }
+
+  onDrain(): void {
+    if (this.waiters.length > 0 && this.bufferedBytes <= SEND_LOW_WATER) this.wakeAll()
+  }
+
+  onClosed(): void {
+    this.closed = true
+    this.wakeAll()
+    // A close we started comes from the session itself, which is finishing anyway.
+    if (!this.ending) this.fiber?.interruptUnsafe()
+  }
+
+  private wakeAll(): void {
+    const waiters = this.waiters
+    this.waiters = []
+    for (const w of waiters) w()
+  }
+}
+
+export interface TtsWebSockets {
+  /** Attaches both routes; for HttpServer's `configure` hook. */
+  readonly register: (app: uWS.TemplatedApp) => Effect.Effect<void, never, Synthesizer | Accounts | Scope.Scope>
+  readonly activeSessions: () => number
+  /** Sessions whose next frame waits for the client to read. */
+  readonly backpressuredSessions: () => number
+  /** Bytes held in socket buffers for WebSocket clients. */
+  readonly bufferedBytes: () => number
+}
+
+const refuse = (res: uWS.HttpResponse, error: ApiError) =>
+  res.cork(() => {
+    res.writeStatus(`${error.status} ${statusText[error.status] ?? ""}`)
+    res.writeHeader("content-type", "application/json")
+    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge())
+    for (const [k, v] of Object.entries(error.headers ?? {})) res.writeHeader(k, v)
+    res.end(errorBody(error))
+  })
+
+const describe = (failure: unknown) => {
+  const { error } = toApiError(failure)
+  return { code: error.code, message: error.message }
+}
+
+const decodeSegment = (s: string): string => {
+  try {
+    return decodeURIComponent(s)
+  } catch {
+    return s
+  }
+}
+
+export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets => {
+  const open = new Set<Connection>()
+
+  const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode) =>
+    Effect.gen(function*() {
+      if (credential === undefined) {
+        return yield* unauthorized("an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter", "needs_authorization")
+      }
+      const principal = yield* options.authenticate(credential)
+      const voice = yield* resolveSessionVoice(voiceId, language)
+      return { principal, voice, mode } satisfies Admitted
+    })
+
+  const register = (app: uWS.TemplatedApp) =>
+    Effect.gen(function*() {
+      const runFork = yield* FiberSet.makeRuntime<Synthesizer | Accounts>()
+      for (const [suffix, mode] of [["stream-input", "single"], ["multi-stream-input", "multi"]] as const) {
+        app.ws<SocketData>(`${options.apiBase}/text-to-speech/:voice_id/${suffix}`, {
+          compression: uWS.DISABLED,
+          maxPayloadLength: MAX_PAYLOAD,
+          maxBackpressure: MAX_BACKPRESSURE,
+          closeOnBackpressureLimit: false,
+          idleTimeout: UWS_IDLE_TIMEOUT_S,
+          sendPingsAutomatically: true,
+
+          upgrade: (res, req, context) => {
+            // Copy everything now: `req` is invalid once this callback returns.
+            const headers: Record<string, string> = {}
+            req.forEach((k, v) => {
+              headers[k] = v
+            })
+            const query = new URLSearchParams(req.getQuery() ?? "")
+            const voiceId = decodeSegment(req.getParameter(0) ?? "")
+            const key = headers["sec-websocket-key"] ?? ""
+            const protocol = headers["sec-websocket-protocol"] ?? ""
+            const extensions = headers["sec-websocket-extensions"] ?? ""
+            if (!options.enabled) {
+              refuse(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/text-to-speech/{voice_id}/stream" }))
+              return
+            }
+            let aborted = false
+            let fiber: Fiber.Fiber<unknown, unknown> | undefined
+            res.onAborted(() => {
+              aborted = true
+              fiber?.interruptUnsafe()
+            })
+            const credential = presentedCredential(headers) ?? nonEmpty(query.get("xi_api_key")) ?? nonEmpty(query.get("xi-api-key"))
+            // Query wins over the header (SPEC 4.2); `language_code` is ElevenLabs' spelling.
+            const language = nonEmpty(query.get("language")) ?? nonEmpty(query.get("language_code")) ?? nonEmpty(headers["x-speak-language"])
+            fiber = runFork(admit(voiceId, credential, language, mode).pipe(
+              Effect.matchCauseEffect({
+                onSuccess: (admitted) =>
+                  Effect.sync(() => {
+                    if (!aborted) res.cork(() => res.upgrade<SocketData>({ conn: new Connection(admitted) }, key, protocol, extensions, context))
+                  }),
+                onFailure: (cause) => {
+                  if (aborted || Cause.hasInterruptsOnly(cause)) return Effect.void
+                  const { error, internal } = toApiError(Cause.squash(cause))
+                  refuse(res, error)
+                  return internal ? Effect.logError("WebSocket upgrade failed", { cause: Cause.pretty(cause) }) : Effect.void
+                }
+              })
+            ))
+          },
+
+          open: (ws) => {
+            const conn = ws.getUserData().conn
+            conn.ws = ws
+            open.add(conn)
+            const { principal, voice, mode } = conn.admitted
+            conn.fiber = runFork(runTtsSession({
+              mode,
+              voice,
+              userId: principal.userId,
+              idleTimeoutMs: options.idleTimeoutMs,
+              socket: conn,
+              inbox: conn.inbox,
+              describe
+            }).pipe(
+              Effect.catchCause((cause) =>
+                Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logError("WebSocket session died", { cause: Cause.pretty(cause) })
+              ),
+              Effect.ensuring(Effect.sync(() => conn.close(CLOSE_SERVER_ERROR, "session ended")))
+            ))
+          },
+
+          message: (ws, message, isBinary) => {
+            const conn = ws.getUserData().conn
+            // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns.
+            const frame = isBinary ? null : Buffer.from(message).toString("utf8")
+            if (!conn.inbox.offer(frame)) {
+              conn.sendNow(errorFrame("too_many_messages", "frames arrive faster than the session reads them"))
+              conn.close(CLOSE_POLICY, "too many messages")
+            }
+          },
+
+          drain: (ws) => ws.getUserData().conn.onDrain(),
+
+          close: (ws) => {
+            const conn = ws.getUserData().conn
+            open.delete(conn)
+            conn.onClosed()
+          }
+        })
+      }
+    })
+
+  return {
+    register,
+    activeSessions: () => open.size,
+    backpressuredSessions: () => {
+      let n = 0
+      for (const c of open) if (c.waiting) n++
+      return n
+    },
+    bufferedBytes: () => {
+      let n = 0
+      for (const c of open) n += c.bufferedBytes
+      return n
+    }
+  }
+}
+
+const nonEmpty = (v: string | null | undefined): string | undefined => (v === null || v === undefined || v.trim() === "" ? undefined : v)
