@@ -9,11 +9,13 @@
 import { poolTasks, serveTasks } from "./tasks.ts"
 import { ttsTasks } from "./tts/tasks.ts"
 import { expressiveTasks } from "./tts/expressiveTasks.ts"
+import { speakerTasks } from "./speaker/tasks.ts"
 
 export const tasks = {
   ...poolTasks,
   ...ttsTasks,
-  ...expressiveTasks
+  ...expressiveTasks,
+  ...speakerTasks
 }
 
 export type Tasks = typeof tasks

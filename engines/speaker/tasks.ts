@@ -1,0 +1,66 @@
+/**
+ * Worker-side task kinds of speaker analysis.
+ *
+ * `speaker.embed`: one speaker embedding per window of a 16 kHz mono buffer (Int16 or Float32,
+ * moved to the worker by the caller: `transfer: [pcm.buffer]`). Windows are ms in recording
+ * time; `offsetMs` says where `pcm[0]` sits in the recording, so a long recording can be cut
+ * into chunks (each chunk must contain its windows: what lies outside is clamped away). The
+ * vectors come back moved, not copied, one buffer each. Overlapping windows share their analysis
+ * frames, so many windows cost little more than the audio they cover (≈ 7 ms per second).
+ * Clustering (Diarizer.ts) is cheap and pure and runs wherever the caller likes.
+ */
+import { int16ToFloat } from "../audio/Pcm.ts"
+import { defineTasks, TaskError, transfer } from "../tasks.ts"
+import { MfccEmbedding } from "./MfccEmbedding.ts"
+import { SpeakerEmbeddingError, type EmbeddingWindow } from "./SpeakerEmbedding.ts"
+
+/** Bound on windows per task: 20 000 windows at 0.75 s hop is over 4 h of speech. */
+export const MAX_WINDOWS_PER_TASK = 20_000
+
+export interface SpeakerEmbedInput {
+  /** Mono at 16 kHz: s16le samples, or floats in [-1, 1]. */
+  readonly pcm: Int16Array | Float32Array
+  /** ms in recording time, end exclusive. */
+  readonly windows: ReadonlyArray<EmbeddingWindow>
+  /** Recording time of `pcm[0]`, ms; default 0. */
+  readonly offsetMs?: number
+}
+
+export interface SpeakerEmbedOutput {
+  /** One per window, in input order; all zeros where a window holds no speech. */
+  readonly embeddings: Array<Float32Array>
+  readonly dimension: number
+  /** Implementation and calibration that made the vectors; compare only vectors of one name. */
+  readonly name: string
+  /** Wall time of the analysis in the worker, ms. */
+  readonly engineMs: number
+}
+
+const invalid = (message: string) => new TaskError("InvalidInput", message, "SpeakerEmbeddingError")
+
+export const speakerTasks = defineTasks({
+  "speaker.embed": (input: SpeakerEmbedInput) => {
+    const { pcm, windows } = input
+    if (!(pcm instanceof Int16Array || pcm instanceof Float32Array)) throw invalid("pcm must be an Int16Array or Float32Array at 16 kHz")
+    if (!Array.isArray(windows)) throw invalid("windows must be an array of { startMs, endMs }")
+    if (windows.length > MAX_WINDOWS_PER_TASK) throw invalid(`at most ${MAX_WINDOWS_PER_TASK} windows per task, got ${windows.length}`)
+    const offsetMs = input.offsetMs ?? 0
+    if (!(Number.isFinite(offsetMs) && offsetMs >= 0)) throw invalid(`bad offsetMs ${offsetMs}`)
+    const started = performance.now()
+    const samples = pcm instanceof Int16Array ? int16ToFloat(pcm) : pcm
+    let embeddings: Array<Float32Array>
+    try {
+      // Windows that begin before this chunk are clamped to its start, like those past its end.
+      const local = windows.map((w) => {
+        if (typeof w !== "object" || w === null) throw invalid("each window must be { startMs, endMs }")
+        return { startMs: Math.max(0, w.startMs - offsetMs), endMs: Math.max(0, w.endMs - offsetMs) }
+      })
+      embeddings = MfccEmbedding.embedWindows(samples, local)
+    } catch (e) {
+      if (e instanceof SpeakerEmbeddingError) throw new TaskError(e.reason, e.message, e.name)
+      throw e
+    }
+    const output: SpeakerEmbedOutput = { embeddings, dimension: MfccEmbedding.dimension, name: MfccEmbedding.name, engineMs: performance.now() - started }
+    return transfer(output, embeddings.map((v) => v.buffer as ArrayBuffer))
+  }
+})

@@ -1,0 +1,64 @@
+import { Effect } from "effect"
+import t from "tap"
+import { floatToInt16 } from "../../../engines/audio/Pcm.ts"
+import { MfccEmbedding } from "../../../engines/speaker/MfccEmbedding.ts"
+import { cosine } from "../../../engines/speaker/SpeakerEmbedding.ts"
+import { speakerTasks, type SpeakerEmbedOutput } from "../../../engines/speaker/tasks.ts"
+import { serveTasks, type TaskFailure } from "../../../engines/tasks.ts"
+import { WorkerPool } from "../../../runtime/WorkerPool.ts"
+import { disposeSpeakers, speak } from "./speakers.ts"
+
+t.teardown(disposeSpeakers)
+
+const serve = serveTasks(speakerTasks)
+const pcm = floatToInt16(await speak("flite:awb", "Speaker embeddings are computed on the worker threads, one per window."))
+const windows = [
+  { startMs: 0, endMs: 1500 },
+  { startMs: 750, endMs: 2250 },
+  { startMs: 1500, endMs: 3000 }
+]
+
+t.test("speaker.embed: one vector per window, buffers moved", async (t) => {
+  const reply = await serve({ kind: "speaker.embed", input: { pcm, windows } })
+  t.ok(reply.outcome.ok)
+  const out = (reply.outcome as { value: SpeakerEmbedOutput }).value
+  t.equal(out.embeddings.length, 3)
+  t.equal(out.dimension, MfccEmbedding.dimension)
+  t.equal(out.name, MfccEmbedding.name)
+  t.ok(out.engineMs >= 0)
+  t.same(reply.transfer, out.embeddings.map((v) => v.buffer), "each vector's own buffer is listed for transfer")
+  t.equal(new Set(reply.transfer).size, 3, "no buffer listed twice")
+  const direct = MfccEmbedding.embedWindows(Float32Array.from(pcm, (s) => s / 32768), windows)
+  t.same(out.embeddings.map((v) => Array.from(v)), direct.map((v) => Array.from(v)), "Int16 input = Float32 input / 32768")
+
+  // The same windows in recording time, for a chunk that starts 10 s into the recording.
+  const shifted = await serve({ kind: "speaker.embed", input: { pcm, windows: windows.map((w) => ({ startMs: w.startMs + 10_000, endMs: w.endMs + 10_000 })), offsetMs: 10_000 } })
+  const moved = (shifted.outcome as { value: SpeakerEmbedOutput }).value
+  t.same(moved.embeddings.map((v) => Array.from(v)), direct.map((v) => Array.from(v)), "offsetMs places the chunk in the recording")
+})
+
+t.test("speaker.embed: invalid input is a reasoned failure", async (t) => {
+  const failure = async (input: unknown) => {
+    const reply = await serve({ kind: "speaker.embed", input })
+    return reply.outcome.ok ? undefined : (reply.outcome.error as TaskFailure)
+  }
+  t.match(await failure({ pcm: [1, 2, 3], windows }), { name: "SpeakerEmbeddingError", reason: "InvalidInput" })
+  t.match(await failure({ pcm, windows: "all" }), { reason: "InvalidInput" })
+  t.match(await failure({ pcm, windows: [null] }), { reason: "InvalidInput" })
+  t.match(await failure({ pcm, windows: [{ startMs: 10, endMs: 5 }] }), { name: "SpeakerEmbeddingError", reason: "InvalidInput" })
+  t.match(await failure({ pcm, windows, offsetMs: -1 }), { reason: "InvalidInput" })
+})
+
+t.test("speaker.embed through a real worker pool", (t) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const pool = yield* WorkerPool
+      const copy = pcm.slice()
+      const out = yield* pool.run<SpeakerEmbedOutput>("speaker.embed", { pcm: copy, windows }, { transfer: [copy.buffer as ArrayBuffer] })
+      t.equal(copy.length, 0, "the PCM was moved to the worker, not copied")
+      t.equal(out.embeddings.length, 3)
+      t.ok(out.embeddings.every((v) => v instanceof Float32Array && v.length === MfccEmbedding.dimension))
+      const local = MfccEmbedding.embedWindows(Float32Array.from(pcm, (s) => s / 32768), windows)
+      t.ok(out.embeddings.every((v, i) => cosine(v, local[i]!) > 0.999999), "same vectors as on the main thread")
+    }).pipe(Effect.provide(WorkerPool.layer({ filename: new URL("./speakerWorker.ts", import.meta.url).href, workers: 1, maxQueue: 4 })))
+  ))
