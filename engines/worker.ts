@@ -7,14 +7,18 @@
  * inside handlers (`perThread`), once per thread, not at import.
  */
 import { poolTasks, serveTasks } from "./tasks.ts"
+import { asrTasks } from "./asr/tasks.ts"
 import { ttsTasks } from "./tts/tasks.ts"
 import { expressiveTasks } from "./tts/expressiveTasks.ts"
+import { vadTasks } from "./vad/tasks.ts"
 import { speakerTasks } from "./speaker/tasks.ts"
 
 export const tasks = {
   ...poolTasks,
   ...ttsTasks,
   ...expressiveTasks,
+  ...asrTasks,
+  ...vadTasks,
   ...speakerTasks
 }
 

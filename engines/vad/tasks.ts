@@ -1,0 +1,64 @@
+/**
+ * Worker-side task kinds of voice activity detection.
+ *
+ * `vad.segments`: speech segments of 16 kHz mono Int16 PCM (moved to the worker by the caller,
+ * `transfer: [pcm.buffer]`). Times come back absolute: `sampleOffset` is the index of `pcm[0]`
+ * in the whole recording, so a long recording can be cut into chunks (cut in silence, or
+ * overlapping: the model's state restarts at each call). The model loads once per thread.
+ */
+import { defineTasks, perThread, TaskError, transfer } from "../tasks.ts"
+import { SileroVad, VAD_FRAME_MS, VAD_SAMPLE_RATE, VadError } from "./SileroVad.ts"
+import type { SpeechSegment, VadOptions } from "./SpeechSegments.ts"
+
+export interface VadSegmentsInput {
+  /** s16le mono at 16 kHz. */
+  readonly pcm: Int16Array
+  /** Index of `pcm[0]` in the whole recording, samples at 16 kHz; default 0. */
+  readonly sampleOffset?: number
+  readonly options?: Partial<VadOptions>
+  /** Return the per-frame probabilities too (moved, not copied); for diarization and tests. */
+  readonly withProbabilities?: boolean
+}
+
+export interface VadSegmentsOutput {
+  /** ms from the start of the whole recording. */
+  readonly segments: ReadonlyArray<SpeechSegment>
+  /** Present when asked for: one per `frameMs` frame from `sampleOffset`. */
+  readonly probabilities?: Float32Array
+  readonly frameMs: number
+  /** Duration of this chunk, ms. */
+  readonly durationMs: number
+  /** Wall time of the model runs in the worker (load excluded), ms. */
+  readonly engineMs: number
+}
+
+const silero = perThread(() => SileroVad.load())
+
+export const vadTasks = defineTasks({
+  "vad.segments": async (input: VadSegmentsInput) => {
+    if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
+    const sampleOffset = input.sampleOffset ?? 0
+    if (!Number.isInteger(sampleOffset) || sampleOffset < 0) throw new TaskError("InvalidInput", `bad sampleOffset ${sampleOffset}`, "VadError")
+    let vad: SileroVad
+    try {
+      vad = await silero()
+    } catch (e) {
+      throw VadError.is(e) ? new TaskError(e.reason, e.message, "VadError") : e
+    }
+    const started = performance.now()
+    let result
+    try {
+      result = await vad.segments(input.pcm, input.options)
+    } catch (e) {
+      if (e instanceof RangeError) throw new TaskError("InvalidInput", e.message, "VadError")
+      throw e
+    }
+    const engineMs = performance.now() - started
+    const offsetMs = (sampleOffset * 1000) / VAD_SAMPLE_RATE
+    const segments = result.segments.map((s) => ({ startMs: s.startMs + offsetMs, endMs: s.endMs + offsetMs }))
+    const base = { segments, frameMs: VAD_FRAME_MS, durationMs: result.durationMs, engineMs }
+    if (input.withProbabilities !== true) return base
+    const output: VadSegmentsOutput = { ...base, probabilities: result.probabilities }
+    return transfer(output, [result.probabilities.buffer as ArrayBuffer])
+  }
+})

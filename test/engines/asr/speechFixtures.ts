@@ -1,0 +1,73 @@
+/**
+ * Speech made by Flite for the speech-to-text tests: English sentences in the four 16 kHz
+ * voices (slt, rms, awb, kal16), with Flite's own word timings as the reference, plus helpers to
+ * write WAV files and run the npm ffmpeg binary. One Flite instance per test process.
+ */
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { floatToInt16 } from "../../../engines/audio/Pcm.ts"
+import { encodeWav } from "../../../engines/audio/Wav.ts"
+import { ffmpegBinary } from "../../../engines/media/MediaDecoder.ts"
+import { FliteTts } from "../../../engines/tts/FliteTts.ts"
+import type { WordTiming } from "../../../engines/tts/TtsEngine.ts"
+
+/** Everyday English: the domain of PocketSphinx's generic language model. */
+export const SENTENCES: ReadonlyArray<string> = [
+  "The weather is nice today and we are going to the park.",
+  "Please call me back when you get this message.",
+  "I would like to order a large pizza with cheese.",
+  "The meeting has been moved to next Tuesday afternoon.",
+  "She reads a book every night before going to sleep.",
+  "Can you tell me how to get to the train station?",
+  "We need to finish this report by the end of the week.",
+  "My brother works as a doctor in a small town.",
+  "The children played in the garden all afternoon.",
+  "Thank you very much for your help with the project."
+]
+
+/** Flite voices that speak at 16 kHz (kal is 8 kHz and a diphone voice). */
+export const VOICES = ["slt", "rms", "awb", "kal16"] as const
+export type FliteVoice = (typeof VOICES)[number]
+
+export interface Utterance {
+  readonly text: string
+  readonly voice: FliteVoice
+  /** 16 kHz mono. */
+  readonly pcm: Int16Array
+  readonly words: ReadonlyArray<WordTiming>
+}
+
+let flite: Promise<FliteTts> | undefined
+
+export const fliteEngine = (): Promise<FliteTts> => (flite ??= FliteTts.load())
+
+export const disposeFlite = async (): Promise<void> => {
+  if (flite !== undefined) (await flite).dispose()
+  flite = undefined
+}
+
+export const speak = async (text: string, voice: FliteVoice = "slt"): Promise<Utterance> => {
+  const engine = await fliteEngine()
+  const r = await engine.synthesize({ text, voice: { engine: "flite", language: "en", variant: voice, pitch: 1, rate: 1 }, speed: 1 })
+  if (r.sampleRate !== 16000) throw new Error(`Flite voice ${voice} spoke at ${r.sampleRate} Hz`)
+  return { text, voice, pcm: floatToInt16(r.samples), words: r.words }
+}
+
+/** A scratch directory removed at teardown. */
+export const scratchDir = (t: { teardown: (fn: () => void) => void }, prefix = "speech-asr-test-"): string => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+export const writeWav = (file: string, pcm: Int16Array, sampleRate = 16000): string => {
+  writeFileSync(file, encodeWav(pcm, sampleRate))
+  return file
+}
+
+/** Runs the npm ffmpeg with `args` (quiet, overwriting); throws with its stderr on failure. */
+export const ffmpeg = (args: ReadonlyArray<string>): void => {
+  execFileSync(ffmpegBinary(), ["-nostdin", "-hide_banner", "-loglevel", "error", "-y", ...args], { stdio: ["ignore", "ignore", "pipe"] })
+}
