@@ -87,7 +87,12 @@ export class RequestBody implements BodyReader {
         }
         return false
       }
-      if (!take()) this.wake = () => void take()
+      // A wake-up can find nothing to take (uWS may deliver an empty, non-final chunk): the
+      // waiter then stays registered for the next one.
+      const waiter = () => {
+        if (!take()) this.wake = waiter
+      }
+      if (!take()) this.wake = waiter
       return Effect.sync(() => {
         this.wake = undefined
       })
