@@ -11,6 +11,10 @@ import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
 import { makeModelList } from "../protocol/schemas/Model.ts"
 import { Synthesizer, SynthesizerLive } from "../actors/Synthesizer.ts"
+import { Transcriber, TranscriberLive } from "../actors/Transcription.ts"
+import { SpeakerLabellerLive } from "../actors/Diarization.ts"
+import { sttRoutes } from "../protocol/routes/stt.ts"
+import * as path from "node:path"
 import type { Route } from "../protocol/Http.ts"
 import { LANGUAGE_ROWS } from "../engines/tts/Voices.ts"
 import { ttsRoutes } from "../protocol/routes/tts.ts"
@@ -52,7 +56,11 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   const accounts = accountsLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(database))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
   const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(Layer.provideMerge(pool))
-  return Layer.mergeAll(accounts, synthesizer, Layer.succeed(AppConfig, config))
+  const transcriber = TranscriberLive({ concurrency: config.workers }).pipe(
+    Layer.provide(SpeakerLabellerLive),
+    Layer.provide(Layer.merge(pool, accounts))
+  )
+  return Layer.mergeAll(accounts, synthesizer, transcriber, Layer.succeed(AppConfig, config))
 }
 
 /** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */
@@ -67,13 +75,18 @@ export const startServer = Effect.gen(function*() {
   // With PORT=0 and no SITE_URL the real port is known only after listening.
   let siteUrl = config.siteUrlText
 
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Accounts>> = [
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Accounts | Transcriber>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...ttsRoutes({
       apiBase: config.apiBase,
       siteUrl: () => siteUrl,
       maxJsonBodyBytes: config.maxJsonBodyBytes,
       ahead: config.workers
+    }),
+    ...sttRoutes({
+      apiBase: config.apiBase,
+      tmpDir: path.join(config.dataDir, "tmp"),
+      urlFetch: { allowPrivate: config.urlFetchAllowPrivate, caFile: Option.getOrUndefined(config.urlFetchCaFile) }
     })
   ]
   let openApiText: string | undefined
@@ -127,7 +140,8 @@ export const startServer = Effect.gen(function*() {
   return {
     port: server.port,
     siteUrl,
-    drain: server.drain(config.shutdownGraceMs),
+    // Run with the service's context so its logs go through the service's logger.
+    drain: server.drain(config.shutdownGraceMs).pipe(Effect.provideContext(context)),
     accounts
   } satisfies RunningService
 })

@@ -1,0 +1,147 @@
+/**
+ * Streaming multipart/form-data: file parts go straight to temporary files while the body
+ * arrives (never held whole in memory), text fields are collected with small limits.
+ *
+ * The size limit of each file is enforced as bytes arrive: past it the request fails with 413
+ * at once and the rest of the body is not read (the bridge then closes the connection).
+ * Backpressure: a chunk is handed to the parser only after the previous one was accepted, and
+ * the socket stays paused while that waits, so a slow disk slows the client, not memory.
+ * Temporary files are removed when `withMultipart`'s body ends, whatever happens.
+ */
+import busboy from "busboy"
+import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import { createWriteStream, mkdirSync, rmSync } from "node:fs"
+import * as path from "node:path"
+import { type ApiError, badRequest, payloadTooLarge, unsupportedMediaType } from "./ApiError.ts"
+import type { RequestContext } from "./Http.ts"
+
+export interface UploadedFile {
+  readonly field: string
+  readonly path: string
+  readonly bytes: number
+  readonly filename: string
+  /** As declared by the client; SDKs send application/octet-stream, so never trust it. */
+  readonly declaredType: string
+}
+
+export interface MultipartForm {
+  /** Last value of each text field. */
+  readonly fields: Readonly<Record<string, string>>
+  readonly files: ReadonlyArray<UploadedFile>
+}
+
+export interface MultipartOptions {
+  readonly tmpDir: string
+  /** Per file, bytes. */
+  readonly maxFileBytes: number
+  /** File fields kept; other file parts are read and discarded. */
+  readonly fileFields: ReadonlySet<string>
+  /** At most this many kept files (the rest are discarded), e.g. 1 for the first clone sample. */
+  readonly maxFiles?: number
+  readonly maxFieldBytes?: number
+  readonly maxFields?: number
+}
+
+const fieldDefaults = { maxFieldBytes: 256 * 1024, maxFields: 100 }
+
+export const withMultipart = <A, E, R>(
+  ctx: RequestContext,
+  options: MultipartOptions,
+  use: (form: MultipartForm) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | ApiError, R> => {
+  const written: Array<string> = []
+  const cleanup = Effect.sync(() => {
+    for (const file of written) rmSync(file, { force: true })
+  })
+  return Effect.flatMap(parse(ctx, options, written), use).pipe(Effect.ensuring(cleanup))
+}
+
+const parse = (ctx: RequestContext, options: MultipartOptions, written: Array<string>): Effect.Effect<MultipartForm, ApiError> =>
+  Effect.suspend(() => {
+    const contentType = ctx.request.headers["content-type"] ?? ""
+    if (!/^multipart\/form-data/i.test(contentType)) {
+      return Effect.fail(unsupportedMediaType(`expected multipart/form-data, got ${contentType || "no content type"}`))
+    }
+    mkdirSync(options.tmpDir, { recursive: true })
+    const maxFieldBytes = options.maxFieldBytes ?? fieldDefaults.maxFieldBytes
+    const maxFields = options.maxFields ?? fieldDefaults.maxFields
+    let parser: busboy.Busboy
+    try {
+      parser = busboy({
+        headers: { "content-type": contentType },
+        limits: { fileSize: options.maxFileBytes, fieldSize: maxFieldBytes, fields: maxFields, parts: maxFields + 20 }
+      })
+    } catch (e) {
+      return Effect.fail(badRequest(`malformed multipart request: ${(e as Error).message}`))
+    }
+    const fields: Record<string, string> = {}
+    const files: Array<UploadedFile> = []
+    const pendingWrites: Array<Promise<void>> = []
+    let failure: ApiError | undefined
+    let closed = false
+    let onSettled: (() => void) | undefined
+    const fail = (e: ApiError) => {
+      failure ??= e
+      onSettled?.()
+    }
+    parser.on("field", (name, value, info) => {
+      if (info.valueTruncated) return fail(badRequest(`field ${name} is longer than ${maxFieldBytes} bytes`))
+      fields[name] = value
+    })
+    parser.on("file", (name, stream, info) => {
+      if (!options.fileFields.has(name) || files.length >= (options.maxFiles ?? Infinity) || failure !== undefined) {
+        stream.resume()
+        return
+      }
+      const file = path.join(options.tmpDir, `upload-${randomBytes(8).toString("hex")}`)
+      written.push(file)
+      const out = createWriteStream(file)
+      const entry = { field: name, path: file, bytes: 0, filename: info.filename ?? "", declaredType: info.mimeType ?? "" }
+      files.push(entry)
+      stream.on("data", (d: Buffer) => {
+        entry.bytes += d.length
+      })
+      stream.on("limit", () => {
+        fail(payloadTooLarge(options.maxFileBytes))
+        stream.unpipe(out)
+        stream.resume()
+        out.destroy()
+      })
+      pendingWrites.push(new Promise((resolve) => {
+        out.on("close", () => resolve())
+        out.on("error", (e) => {
+          fail(badRequest(`could not store the upload: ${e.message}`))
+          resolve()
+        })
+      }))
+      stream.pipe(out)
+    })
+    parser.on("fieldsLimit", () => fail(badRequest(`more than ${maxFields} fields`)))
+    parser.on("error", (e: Error) => fail(badRequest(`malformed multipart body: ${e.message}`)))
+    parser.on("close", () => {
+      closed = true
+      onSettled?.()
+    })
+
+    // The body may be a little larger than the file limit (boundaries, other fields).
+    const bodyLimit = options.maxFileBytes + maxFieldBytes * 4 + 64 * 1024
+    const feed = ctx.body.chunks(bodyLimit, (chunk) =>
+      Effect.callback<void, ApiError>((resume) => {
+        if (failure !== undefined) return resume(Effect.fail(failure))
+        if (parser.write(chunk)) return resume(failure === undefined ? Effect.void : Effect.fail(failure))
+        parser.once("drain", () => resume(failure === undefined ? Effect.void : Effect.fail(failure)))
+      }))
+    const finish = Effect.callback<void, ApiError>((resume) => {
+      if (failure !== undefined) return resume(Effect.fail(failure))
+      onSettled = () => resume(failure === undefined ? Effect.void : Effect.fail(failure))
+      parser.end()
+      if (closed) onSettled()
+    })
+    return feed.pipe(
+      Effect.andThen(finish),
+      Effect.andThen(Effect.promise(() => Promise.all(pendingWrites))),
+      Effect.flatMap(() => (failure !== undefined ? Effect.fail(failure) : Effect.succeed({ fields, files }))),
+      Effect.tapError(() => Effect.sync(() => parser.destroy()))
+    )
+  })
