@@ -102,6 +102,10 @@ const parse = (ctx: RequestContext, options: MultipartOptions, written: Array<st
       stream.on("data", (d: Buffer) => {
         entry.bytes += d.length
       })
+      // Destroying the parser (413, client gone, malformed body) errors the part still open
+      // ("Unexpected end of file"): unhandled, that 'error' would crash the process. The
+      // request's answer is already decided by then; just release the temporary file.
+      stream.on("error", () => out.destroy())
       stream.on("limit", () => {
         fail(payloadTooLarge(options.maxFileBytes))
         stream.unpipe(out)
