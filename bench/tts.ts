@@ -1,0 +1,303 @@
+/**
+ * bench/tts: text-to-speech through the whole service against the raw engine, measured in one
+ * run on the same machine.
+ *
+ * 1. Time to first audio byte of `POST /text-to-speech/{voice}/stream` at 1, 10 and 50
+ *    concurrent clients (closed loop, each reads its whole stream), p50 and p99, as a ratio to the
+ *    raw espeak-ng time for the same first sentence (EspeakTts loaded in this process, warm).
+ * 2. Synthesis throughput, seconds of audio per wall second, of the sync endpoint at concurrency
+ *    2 × workers, as a ratio to the raw engine run in one child process per worker thread on the
+ *    same texts, cut into the same sentence segments.
+ * 3. TODO (WebSocket owner): memory per idle WS session, concurrent real-time WS sessions.
+ *
+ * The service runs as a child process with WORKERS = CPU count; the load generator shares the
+ * machine with it, as the raw-engine children do. Run: npm run bench:tts
+ * Knobs: BENCH_TTFB_REQUESTS (per concurrency level, default 10 × concurrency, at least 200),
+ * BENCH_THROUGHPUT_TEXTS (default 120), WORKERS (default: CPU count).
+ * Targets: throughput ratio ≥ 0.8 (foundation issue). TTFB: no number was set; the lines print
+ * the ratio next to the queueing floor (concurrency / workers first sentences ahead of you).
+ */
+import { execFileSync, fork } from "node:child_process"
+import * as http from "node:http"
+import { availableParallelism } from "node:os"
+import { fileURLToPath } from "node:url"
+import { segmentSentences } from "../engines/tts/Segmenter.ts"
+import { findPreset } from "../engines/tts/Voices.ts"
+import { root, startService, stop } from "./support.ts"
+
+const VOICE_ID = "mari"
+const voice = findPreset(VOICE_ID)!.engineVoice
+
+/** The streamed paragraph; its first sentence is what time-to-first-audio waits for. */
+const FIRST_SENTENCE = "Tere hommikust, kallis sõber, täna räägime natuke ilmast ja loodusest."
+const STREAM_TEXT = [
+  FIRST_SENTENCE,
+  "Hommikul oli taevas pilves, kuid lõuna paiku tuli päike välja ja läks soojaks.",
+  "Metsas laulsid linnud ning tuul sahistas vaikselt kaskede lehtedes.",
+  "Õhtuks lubatakse jälle vihma, nii et vihmavari tasub kaasa võtta.",
+  "Homme peaks ilm olema selgem ja tuulevaiksem kui täna."
+].join(" ")
+
+/** Paragraphs for the throughput run: varied, 3–6 sentences, a few hundred characters each. */
+const throughputTexts = (n: number): Array<string> => {
+  const parts = [
+    "Linna kohal hõljusid rasked hallid pilved",
+    "vanaema küpsetas köögis kaneelisaiu",
+    "rong väljus jaamast täpselt kell kaheksa",
+    "lapsed mängisid õues palli kuni hilisõhtuni",
+    "raamatukogus oli vaikne ja soe",
+    "kalurid tõid sadamasse suure saagi",
+    "kevadel õitsesid aias õunapuud",
+    "koosolek lükati edasi järgmisele nädalale"
+  ]
+  return Array.from({ length: n }, (_, i) => {
+    const sentences = 3 + (i % 4)
+    return Array.from({ length: sentences }, (_, j) => {
+      const a = parts[(i + j) % parts.length]!
+      const b = parts[(i * 3 + j * 5 + 1) % parts.length]!
+      return `${a.charAt(0).toUpperCase()}${a.slice(1)} ning ${b}, ütles number ${i * 10 + j} päeva pärast.`
+    }).join(" ")
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child mode: one raw engine per process, for the parallel baseline.
+// ---------------------------------------------------------------------------------------------
+
+interface RawJob {
+  readonly segments: ReadonlyArray<string>
+}
+interface RawDone {
+  readonly audioSeconds: number
+  readonly ms: number
+}
+
+async function rawWorker() {
+  const { EspeakTts } = await import("../engines/tts/EspeakTts.ts")
+  const engine = await EspeakTts.load()
+  let job: RawJob | undefined
+  process.on("message", async (message: { kind: "job"; job: RawJob } | { kind: "go" }) => {
+    if (message.kind === "job") {
+      job = message.job
+      // Warm: the first calls pay for voice loading and JIT.
+      for (const text of job.segments.slice(0, 8)) await engine.synthesize({ text, voice, speed: 1 })
+      process.send!({ kind: "ready" })
+      return
+    }
+    const started = performance.now()
+    let samples = 0
+    let rate = 0
+    for (const text of job!.segments) {
+      const out = await engine.synthesize({ text, voice, speed: 1 })
+      samples += out.samples.length
+      rate = out.sampleRate
+    }
+    const done: RawDone = { audioSeconds: samples / rate, ms: performance.now() - started }
+    process.send!({ kind: "done", done }, () => process.exit(0))
+  })
+  process.send!({ kind: "loaded" })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+// ---------------------------------------------------------------------------------------------
+
+function percentile(values: ReadonlyArray<number>, q: number): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+}
+
+const fmt = (n: number, digits = 2) => n.toFixed(digits)
+/** Progress goes to stderr so that stdout holds only the results. */
+const progress = (what: string) => console.error(`  … ${what}`)
+
+/** In-process espeak time for one text, warm: p50 and p99 over `runs` calls, ms. */
+async function rawFirstSentence(runs: number) {
+  const { EspeakTts } = await import("../engines/tts/EspeakTts.ts")
+  const engine = await EspeakTts.load()
+  for (let i = 0; i < 20; i++) await engine.synthesize({ text: FIRST_SENTENCE, voice, speed: 1 })
+  const times: Array<number> = []
+  let audioSeconds = 0
+  for (let i = 0; i < runs; i++) {
+    const started = performance.now()
+    const out = await engine.synthesize({ text: FIRST_SENTENCE, voice, speed: 1 })
+    times.push(performance.now() - started)
+    audioSeconds = out.samples.length / out.sampleRate
+  }
+  return { p50: percentile(times, 0.5), p99: percentile(times, 0.99), audioSeconds }
+}
+
+/** The raw engine in `processes` children on the same segments; audio seconds per wall second. */
+async function rawThroughput(texts: ReadonlyArray<string>, processes: number) {
+  const segments = texts.flatMap((t) => segmentSentences(t, { locale: voice.language }).map((s) => s.text))
+  const shares = Array.from({ length: processes }, (_, i) => segments.filter((_, j) => j % processes === i))
+  const self = fileURLToPath(import.meta.url)
+  const children = shares.map(() => fork(self, ["--raw-worker"], { cwd: root, execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] }))
+  const nextMessage = (child: ReturnType<typeof fork>, kind: string) =>
+    new Promise<{ kind: string; done?: RawDone }>((resolve, reject) => {
+      const onMessage = (m: { kind: string; done?: RawDone }) => {
+        if (m.kind !== kind) return
+        child.off("message", onMessage)
+        resolve(m)
+      }
+      child.on("message", onMessage)
+      child.once("exit", (code) => reject(new Error(`raw engine child exited with ${code} before "${kind}"`)))
+    })
+  await Promise.all(children.map((c) => nextMessage(c, "loaded")))
+  await Promise.all(children.map((c, i) => {
+    const ready = nextMessage(c, "ready")
+    c.send({ kind: "job", job: { segments: shares[i]! } })
+    return ready
+  }))
+  const started = performance.now()
+  const dones = children.map((c) => nextMessage(c, "done"))
+  for (const c of children) c.send({ kind: "go" })
+  const results = (await Promise.all(dones)).map((m) => m.done!)
+  const wallS = (performance.now() - started) / 1000
+  const audioSeconds = results.reduce((a, r) => a + r.audioSeconds, 0)
+  return { audioSeconds, wallS, rate: audioSeconds / wallS, segments: segments.length }
+}
+
+/** Keep-alive HTTP client: one socket per concurrent caller, no fetch overhead in the numbers. */
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 })
+
+interface Response {
+  readonly status: number
+  readonly headers: http.IncomingHttpHeaders
+  /** ms from sending the request to the first body byte. */
+  readonly firstByteMs: number
+  readonly bytes: number
+}
+
+function postJson(port: number, path: string, apiKey: string, body: unknown): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const payload = Buffer.from(JSON.stringify(body))
+    const started = performance.now()
+    const req = http.request({
+      host: "127.0.0.1",
+      port,
+      path,
+      method: "POST",
+      agent,
+      headers: { "content-type": "application/json", "content-length": payload.length, "xi-api-key": apiKey }
+    }, (res) => {
+      let firstByteMs = NaN
+      let bytes = 0
+      res.on("data", (chunk: Buffer) => {
+        if (bytes === 0) firstByteMs = performance.now() - started
+        bytes += chunk.length
+      })
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, firstByteMs, bytes }))
+      res.on("error", reject)
+    })
+    req.on("error", reject)
+    req.end(payload)
+  })
+}
+
+/** `total` requests from `concurrency` closed-loop callers; returns each response. */
+async function load<T>(concurrency: number, total: number, one: (i: number) => Promise<T>): Promise<Array<T>> {
+  const out: Array<T> = []
+  let next = 0
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < total) out.push(await one(next++))
+  }))
+  return out
+}
+
+async function main() {
+  const workers = Number(process.env.WORKERS ?? availableParallelism())
+  const texts = throughputTexts(Number(process.env.BENCH_THROUGHPUT_TEXTS ?? 120))
+
+  console.log(`bench/tts: voice ${VOICE_ID} (espeak-ng ${voice.variant}), ${workers} worker(s), ${availableParallelism()} CPU(s)`)
+
+  // Raw engine first, while nothing else of ours runs on the machine.
+  progress("raw engine: first sentence, in process")
+  const raw = await rawFirstSentence(100)
+  progress(`raw engine: ${texts.length} texts in ${workers} process(es)`)
+  const rawParallel = await rawThroughput(texts, workers)
+  progress("starting the service")
+
+  const service = await startService({ WORKERS: String(workers), POOL_MAX_QUEUE: "4096" })
+  let stopping = false
+  service.child.once("exit", (code, signal) => {
+    if (!stopping) console.error(`the service exited during the bench (code ${code}, signal ${signal})`)
+  })
+  try {
+    const created = execFileSync(process.execPath, ["--import", "tsx", "runtime/admin.ts", "create-user", "--name", "bench", "--credits", "1000000000", "--json"], {
+      cwd: root,
+      env: { ...process.env, DATA_DIR: service.dataDir },
+      encoding: "utf8"
+    })
+    const { api_key: apiKey } = JSON.parse(created.trim().split("\n").at(-1)!) as { api_key: string }
+    const stream = () => postJson(service.port, `/api/v1/text-to-speech/${VOICE_ID}/stream`, apiKey, { text: STREAM_TEXT })
+    const sync = (text: string, format: string) => postJson(service.port, `/api/v1/text-to-speech/${VOICE_ID}?output_format=${format}`, apiKey, { text })
+    const checkOk = (rs: ReadonlyArray<Response>, what: string) => {
+      const bad = rs.filter((r) => r.status !== 200)
+      if (bad.length > 0) throw new Error(`${what}: ${bad.length} of ${rs.length} responses failed (first status ${bad[0]!.status})`)
+    }
+
+    progress("warming the service")
+    // Warm every worker thread (espeak loads lazily, once per thread) and the server's JIT.
+    checkOk(await load(workers * 2, workers * 20, stream), "warm-up")
+    checkOk(await load(workers * 2, workers * 4, (i) => sync(texts[i % texts.length]!, "wav")), "warm-up")
+
+    console.log("")
+    console.log(`time to first audio byte, POST /stream (${segmentSentences(STREAM_TEXT, { locale: "et" }).length} sentences, wav 24 kHz), vs raw espeak-ng on the first sentence`)
+    console.log(`  raw engine, first sentence (${fmt(raw.audioSeconds)} s of audio): p50 ${fmt(raw.p50)} ms, p99 ${fmt(raw.p99)} ms (in-process, warm)`)
+    for (const concurrency of [1, 10, 50]) {
+      const total = Number(process.env.BENCH_TTFB_REQUESTS ?? Math.max(200, concurrency * 10))
+      const started = performance.now()
+      const rs = await load(concurrency, total, stream)
+      const wallS = (performance.now() - started) / 1000
+      checkOk(rs, `stream at ${concurrency}`)
+      const ttfb = rs.map((r) => r.firstByteMs)
+      const p50 = percentile(ttfb, 0.5)
+      const p99 = percentile(ttfb, 0.99)
+      const floor = Math.max(1, concurrency / workers)
+      console.log(
+        `  ${String(concurrency).padStart(2)} concurrent (${total} requests, ${fmt(total / wallS, 0)} req/s): ` +
+          `p50 ${fmt(p50)} ms = ${fmt(p50 / raw.p50, 1)}x raw, p99 ${fmt(p99)} ms = ${fmt(p99 / raw.p50, 1)}x raw ` +
+          `(queueing floor ≈ ${fmt(floor, 1)}x: ${concurrency} first sentences over ${workers} workers)`
+      )
+    }
+
+    console.log("")
+    console.log(`synthesis throughput, sync POST at concurrency ${workers * 2}, ${texts.length} texts (${rawParallel.segments} segments), vs raw espeak-ng in ${workers} process(es)`)
+    console.log(`  raw engine   ${fmt(rawParallel.rate, 0)} s of audio per wall second (${fmt(rawParallel.audioSeconds, 0)} s in ${fmt(rawParallel.wallS)} s)`)
+    const ratios: Record<string, number> = {}
+    for (const [format, note] of [["wav", "24 kHz, resampled from 22.05 kHz in the workers"], ["pcm_22050", "the engine's own rate, no resampling"]] as const) {
+      const started = performance.now()
+      const rs = await load(workers * 2, texts.length, (i) => sync(texts[i]!, format))
+      const wallS = (performance.now() - started) / 1000
+      checkOk(rs, `sync ${format}`)
+      const audioSeconds = rs.reduce((a, r) => a + Number(r.headers["x-audio-duration-ms"]) / 1000, 0)
+      const rate = audioSeconds / wallS
+      ratios[format] = rate / rawParallel.rate
+      console.log(`  service ${format.padEnd(9)} ${fmt(rate, 0)} s of audio per wall second (${fmt(audioSeconds, 0)} s in ${fmt(wallS)} s; ${note})`)
+    }
+    console.log(`  ratio (wav, the default)      ${fmt(ratios.wav!)}  (target >= 0.80)`)
+    console.log(`  ratio (pcm_22050, no resample) ${fmt(ratios.pcm_22050!)}`)
+
+    // -----------------------------------------------------------------------------------------
+    // TODO (WebSocket owner): memory per open idle WebSocket session at 1,000 sessions.
+    //   Open 1,000 sessions to /api/v1/text-to-speech/{voice}/stream-input (init frame only),
+    //   read the server's RSS before and after (e.g. from /metrics or /proc/<pid>/status of
+    //   service.child), print (after - before) / 1000 per session next to its target.
+    // TODO (WebSocket owner): concurrent WebSocket sessions that stay real time.
+    //   Ramp sessions that each stream text and require audio at ≥ 1× real time; print the
+    //   largest count that held, next to its target.
+    // -----------------------------------------------------------------------------------------
+    console.log("")
+    console.log("websocket: memory per idle session at 1,000 sessions  TODO (not measured yet)")
+    console.log("websocket: concurrent real-time sessions              TODO (not measured yet)")
+  } finally {
+    stopping = true
+    agent.destroy()
+    await stop(service.child)
+  }
+}
+
+// Last, so that every module-level constant above is initialised before either mode runs.
+if (process.argv[2] === "--raw-worker") await rawWorker()
+else await main()
