@@ -8,9 +8,11 @@
  */
 import * as Migrator from "effect/sql/Migrator"
 import accounts from "./migrations/0001_accounts.ts"
+import voiceClones from "./migrations/0002_voice_clones.ts"
 
 export const migrations = {
-  "0001_accounts": accounts
+  "0001_accounts": accounts,
+  "0002_voice_clones": voiceClones
 }
 
 export const migrationsTable = "speech_migrations"
