@@ -59,7 +59,7 @@ export const checkText = (text: string) =>
 export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input: SpeechInput) {
   yield* checkText(input.text)
   const synthesizer = yield* Synthesizer
-  const voice = yield* synthesizer.resolveVoice(input.voiceId)
+  const voice = yield* synthesizer.resolveVoice(input.voiceId, input.userId)
   const expressive = hasExpressiveTags(input.text) ? yield* planExpressive(input, voice.language) : undefined
   const format = expressive?.format ?? (yield* Effect.try({
     try: () => parseOutputFormat(input.outputFormat, DEFAULT_SAMPLE_RATE),

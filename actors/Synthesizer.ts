@@ -11,6 +11,9 @@ import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
 import type { ExpressiveInput } from "../engines/tts/expressiveTasks.ts"
 import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
 import { type Priority, type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
+import type { ClonePlan } from "../engines/clone/CloneVoice.ts"
+import type { CloneSynthesizeInput } from "../engines/clone/tasks.ts"
+import { VoiceClones } from "../storage/VoiceClones.ts"
 import { fromPool, SpeechError } from "./SpeechError.ts"
 
 export interface ResolvedVoice {
@@ -19,6 +22,8 @@ export interface ResolvedVoice {
   /** ISO 639-1; also the segmenter's locale. */
   readonly language: string
   readonly engineVoice: EngineVoice
+  /** Clones only: the plan `clone.synthesize` renders with (engineVoice is its base voice). */
+  readonly clonePlan?: ClonePlan
 }
 
 export interface SynthesisRequest {
@@ -47,7 +52,11 @@ export class Synthesizer extends Context.Service<Synthesizer, {
   /** Every voice callers may use: the catalogue presets, then this deployment's Piper voices. */
   readonly voices: ReadonlyArray<PresetVoice>
   readonly findVoice: (voiceId: string) => PresetVoice | undefined
-  readonly resolveVoice: (voiceId: string) => Effect.Effect<ResolvedVoice, SpeechError>
+  /**
+   * A preset, or (with `userId`, when clone storage is configured) one of that user's clones;
+   * anyone else's clone is VoiceNotFound, like an unknown id.
+   */
+  readonly resolveVoice: (voiceId: string, userId?: string | null) => Effect.Effect<ResolvedVoice, SpeechError>
   readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
   /** Task `tts.expressive`: the same output as `synthesize`, rendered with the tags' prosody and effects. */
   readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
@@ -58,6 +67,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
     Synthesizer,
     Effect.gen(function*() {
       const pool = yield* WorkerPool
+      const clones = yield* Effect.serviceOption(VoiceClones)
       const voices: Array<PresetVoice> = [...PRESET_VOICES]
       if (options.piperDirectory !== undefined) {
         const piper = piperPresets(options.piperDirectory, new Set(voices.map((v) => v.voiceId)))
@@ -66,14 +76,29 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
       }
       const byId = new Map(voices.map((v) => [v.voiceId, v]))
       const findVoice = (voiceId: string) => byId.get(voiceId)
-      const resolveVoice = Effect.fn("Synthesizer.resolveVoice")(function*(voiceId: string) {
-        const preset = byId.get(voiceId)
-        if (preset === undefined) {
-          return yield* new SpeechError({ reason: "VoiceNotFound", message: `voice "${voiceId}" not found; GET /v1/voices lists the voices` })
+      const notFound = (voiceId: string) =>
+        new SpeechError({ reason: "VoiceNotFound", message: `voice "${voiceId}" not found; GET /v1/voices lists the voices` })
+      const resolveVoice = Effect.fn("Synthesizer.resolveVoice")(function*(voiceId: string, userId?: string | null) {
+        if (voiceId.startsWith("vc_")) {
+          if (clones._tag === "None" || userId === undefined || userId === null) return yield* notFound(voiceId)
+          const row = yield* clones.value.get(userId, voiceId).pipe(
+            Effect.catchTag("VoiceClonesError", () => Effect.fail(notFound(voiceId))),
+            Effect.orDie
+          )
+          const plan = (row.profile as { plan?: ClonePlan } | null)?.plan
+          if (plan === undefined) return yield* notFound(voiceId)
+          return { voiceId, kind: "clone" as const, language: row.language, engineVoice: plan.engineVoice, clonePlan: plan }
         }
+        const preset = byId.get(voiceId)
+        if (preset === undefined) return yield* notFound(voiceId)
         return { voiceId, kind: "preset" as const, language: preset.engineVoice.language, engineVoice: preset.engineVoice }
       })
       const synthesize = Effect.fn("Synthesizer.synthesize")(function*(request: SynthesisRequest) {
+        const plan = request.voice.clonePlan
+        if (plan !== undefined) {
+          const cloneInput: CloneSynthesizeInput = { text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate }
+          return yield* pool.run<SynthesizeOutput>("clone.synthesize", cloneInput, { priority: request.priority }).pipe(Effect.mapError(fromPool))
+        }
         const input: SynthesizeInput = {
           text: request.text,
           voice: request.voice.engineVoice,

@@ -12,6 +12,7 @@ import { ttsTasks } from "./tts/tasks.ts"
 import { expressiveTasks } from "./tts/expressiveTasks.ts"
 import { vadTasks } from "./vad/tasks.ts"
 import { speakerTasks } from "./speaker/tasks.ts"
+import { cloneTasks } from "./clone/tasks.ts"
 
 export const tasks = {
   ...poolTasks,
@@ -19,7 +20,8 @@ export const tasks = {
   ...expressiveTasks,
   ...asrTasks,
   ...vadTasks,
-  ...speakerTasks
+  ...speakerTasks,
+  ...cloneTasks
 }
 
 export type Tasks = typeof tasks
