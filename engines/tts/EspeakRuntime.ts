@@ -53,6 +53,9 @@ export interface EspeakSession {
 
 let shared: Promise<EspeakRuntime> | undefined
 
+/** Clock value seen by espeak while it starts (see `load`), ms since the epoch. */
+const FIXED_START_CLOCK_MS = 1_700_000_000_000
+
 export class EspeakRuntime {
   /** Hz (22050 for this build). */
   readonly sampleRate: number
@@ -84,9 +87,23 @@ export class EspeakRuntime {
   static load(): Promise<EspeakRuntime> {
     if (shared === undefined) {
       const t0 = performance.now()
+      // espeak seeds its noise generator (breathy variants such as f2, f3, f5) from the clock
+      // while it starts, and that state is then part of the snapshot: with a real clock the
+      // same text sounded different in every process. A fixed clock during start-up makes the
+      // snapshot, and so every synthesis, the same everywhere. Safe: a worker runs one task
+      // at a time, and the clock is restored before any other code of the task runs on.
+      const realNow = Date.now
+      Date.now = () => FIXED_START_CLOCK_MS
       shared = init().then(
-        (m) => new EspeakRuntime(m, new m.eSpeakNGWorker(), performance.now() - t0),
+        (m) => {
+          try {
+            return new EspeakRuntime(m, new m.eSpeakNGWorker(), performance.now() - t0)
+          } finally {
+            Date.now = realNow
+          }
+        },
         (cause: unknown) => {
+          Date.now = realNow
           shared = undefined
           throw new TtsError("EngineUnavailable", "espeak-ng failed to load", { cause })
         }
