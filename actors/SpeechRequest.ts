@@ -55,6 +55,13 @@ export const checkText = (text: string) =>
     ? Effect.fail(new SpeechError({ reason: "TextTooLong", message: `text is ${text.length} characters; the limit is ${MAX_TEXT_CHARS}. Split it into several requests.` }))
     : Effect.void
 
+/** The whole text as one segment, its offsets at the first and after the last non-blank. */
+const wholeText = (text: string) => {
+  const charStart = text.length - text.trimStart().length
+  const charEnd = text.trimEnd().length
+  return { text: text.slice(charStart, charEnd), charStart, charEnd }
+}
+
 /** Validates, resolves and bills; nothing is synthesized yet. */
 export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input: SpeechInput) {
   yield* checkText(input.text)
@@ -67,7 +74,7 @@ export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input:
   }))
   const segments = expressive?.segments ?? (input.chunking
     ? segmentSentences(input.text, { locale: voice.language })
-    : [{ text: input.text.trim(), charStart: 0, charEnd: input.text.length }])
+    : [wholeText(input.text)])
   if (input.userId !== null) {
     const accounts = yield* Accounts
     yield* accounts.debit(input.userId, input.text.length)
@@ -107,11 +114,17 @@ export interface SegmentAudio {
  */
 export const runSegments = <E, R>(
   speech: PreparedSpeech,
+  /**
+   * `priority` applies to the first segment; the ones synthesized ahead run as batch work, so a
+   * new stream's first audio does not queue behind other streams' look-ahead (they are needed
+   * only when the audio before them has played).
+   */
   options: { readonly ahead: number; readonly priority: Priority },
   emit: (audio: SegmentAudio) => Effect.Effect<void, E, R>
 ) =>
   Effect.gen(function*() {
     const synthesizer = yield* Synthesizer
+    const priorityOf = (index: number): Priority => (index === 0 ? options.priority : "batch")
     let offsetMs = 0
     let deliveredChars = 0
     const run = synthesizeInOrder(
@@ -120,13 +133,13 @@ export const runSegments = <E, R>(
       (segment, index) => {
         const parts = speech.expressive?.[index]
         return parts !== undefined
-          ? synthesizer.synthesizeExpressive({ voice: speech.voice, parts, speed: speech.speed, sampleRate: speech.format.sampleRate, priority: options.priority })
+          ? synthesizer.synthesizeExpressive({ voice: speech.voice, parts, speed: speech.speed, sampleRate: speech.format.sampleRate, priority: priorityOf(index) })
           : synthesizer.synthesize({
             voice: speech.voice,
             text: segment.text,
             speed: speech.speed,
             sampleRate: speech.format.sampleRate,
-            priority: options.priority
+            priority: priorityOf(index)
           })
       },
       (output, segment, index) =>
