@@ -14,6 +14,10 @@ import { Synthesizer, SynthesizerLive } from "../actors/Synthesizer.ts"
 import { Transcriber, TranscriberLive } from "../actors/Transcription.ts"
 import { SpeakerLabellerLive } from "../actors/Diarization.ts"
 import { sttRoutes } from "../protocol/routes/stt.ts"
+import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
+import { voiceRoutes } from "../protocol/routes/voices.ts"
+import { localBlobStoreLayer } from "../storage/BlobStore.ts"
+import { VoiceClonesLive } from "../storage/VoiceClones.ts"
 import * as path from "node:path"
 import type { Route } from "../protocol/Http.ts"
 import { LANGUAGE_ROWS } from "../engines/tts/Voices.ts"
@@ -55,12 +59,19 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   })
   const accounts = accountsLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(database))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
-  const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(Layer.provideMerge(pool))
+  const voiceClones = VoiceClonesLive.pipe(Layer.provide(accounts))
+  const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(
+    Layer.provide(voiceClones),
+    Layer.provideMerge(pool)
+  )
+  const cloning = VoiceCloningLive.pipe(
+    Layer.provide(Layer.mergeAll(pool, voiceClones, localBlobStoreLayer(path.join(config.dataDir, "blobs"))))
+  )
   const transcriber = TranscriberLive({ concurrency: config.workers }).pipe(
     Layer.provide(SpeakerLabellerLive),
     Layer.provide(Layer.merge(pool, accounts))
   )
-  return Layer.mergeAll(accounts, synthesizer, transcriber, Layer.succeed(AppConfig, config))
+  return Layer.mergeAll(accounts, synthesizer, transcriber, cloning, Layer.succeed(AppConfig, config))
 }
 
 /** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */
@@ -75,7 +86,7 @@ export const startServer = Effect.gen(function*() {
   // With PORT=0 and no SITE_URL the real port is known only after listening.
   let siteUrl = config.siteUrlText
 
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Accounts | Transcriber>> = [
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Accounts | Transcriber | VoiceCloning>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...ttsRoutes({
       apiBase: config.apiBase,
@@ -83,6 +94,7 @@ export const startServer = Effect.gen(function*() {
       maxJsonBodyBytes: config.maxJsonBodyBytes,
       ahead: config.workers
     }),
+    ...voiceRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp") }),
     ...sttRoutes({
       apiBase: config.apiBase,
       tmpDir: path.join(config.dataDir, "tmp"),

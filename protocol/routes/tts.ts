@@ -16,7 +16,9 @@ import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
 import { encodeWav } from "../../engines/audio/Wav.ts"
 import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { Accounts } from "../../storage/Accounts.ts"
-import { notFound } from "../ApiError.ts"
+import { VoiceCloning } from "../../actors/VoiceCloning.ts"
+import type { VoiceCloneRow } from "../../storage/VoiceClones.ts"
+import { notFound, unauthorized } from "../ApiError.ts"
 import { decodeJsonBody, decodeQuery } from "../decode.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
@@ -48,6 +50,21 @@ const voiceJson = (v: PresetVoice, siteUrl: string, apiBase: string): typeof Voi
   preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(v.voiceId)}/preview`,
   labels: { ...v.labels }
 })
+
+/** A clone as SPEC 2.2 Voice; its preview needs the owner's credential. */
+export const cloneJson = (c: VoiceCloneRow, siteUrl: string, apiBase: string): typeof Voice.Type => ({
+  voice_id: c.voiceId,
+  name: c.name,
+  category: "cloned",
+  description: c.description,
+  preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(c.voiceId)}/preview`,
+  labels: { ...c.labels }
+})
+
+/** The caller's clones when clone storage is configured (VoiceCloning provided), else none. */
+const callerClones = (userId: string | undefined) =>
+  Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
+    cloning._tag === "None" || userId === undefined ? Effect.succeed([] as ReadonlyArray<VoiceCloneRow>) : cloning.value.listClones(userId))
 
 export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Services>> => {
   const { apiBase } = options
@@ -83,8 +100,16 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
       summary: "All preset voices plus the caller's clones",
       tags: ["voices"],
       responses: { 200: { description: "voices", schema: VoicesList } },
-      handler: () =>
-        Effect.map(Synthesizer, (s) => Reply.json(200, { voices: s.voices.map((v) => voiceJson(v, options.siteUrl(), apiBase)) }))
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const s = yield* Synthesizer
+          const clones = yield* callerClones(ctx.principal?.userId)
+          const voices = [
+            ...s.voices.map((v) => voiceJson(v, options.siteUrl(), apiBase)),
+            ...clones.map((c) => cloneJson(c, options.siteUrl(), apiBase))
+          ]
+          return Reply.json(200, { voices })
+        })
     },
     {
       method: "GET",
@@ -97,6 +122,14 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
       handler: (ctx) =>
         Effect.flatMap(Synthesizer, (s) => {
           const preset = s.findVoice(ctx.params.voice_id!)
+          if (preset === undefined && ctx.params.voice_id!.startsWith("vc_") && ctx.principal !== null) {
+            // Only the owner sees a clone; anyone else gets the same 404 as an unknown id.
+            return Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
+              cloning._tag === "None"
+                ? Effect.fail(notFound(`voice "${ctx.params.voice_id}" not found`, "voice_not_found"))
+                : Effect.map(cloning.value.getClone(ctx.principal!.userId, ctx.params.voice_id!), (c) =>
+                  Reply.json(200, cloneJson(c, options.siteUrl(), apiBase))))
+          }
           return preset === undefined
             ? Effect.fail(notFound(`voice "${ctx.params.voice_id}" not found`, "voice_not_found"))
             : Effect.succeed(Reply.json(200, voiceJson(preset, options.siteUrl(), apiBase)))
@@ -105,15 +138,24 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     {
       method: "GET",
       path: `${apiBase}/voices/{voice_id}/preview`,
-      auth: "none",
+      auth: "optional",
       operationId: "voicePreview",
-      summary: "A short WAV preview of a preset voice in its language (public)",
+      summary: "A short WAV preview of a voice in its language (public for presets; a clone's needs its owner's key)",
       tags: ["voices"],
       responses: { 200: { description: "audio/wav", contentType: "audio/wav" }, 404: { description: "unknown voice", schema: ErrorBody } },
       handler: (ctx) =>
         Effect.gen(function*() {
           const voiceId = ctx.params.voice_id!
           const synthesizer = yield* Synthesizer
+          if (voiceId.startsWith("vc_")) {
+            if (ctx.principal === null) return yield* unauthorized("a cloned voice's preview needs the owner's API key (xi-api-key or Authorization: Bearer)")
+            const voice = yield* synthesizer.resolveVoice(voiceId, ctx.principal.userId)
+            const cloning = yield* Effect.serviceOption(VoiceCloning)
+            const row = cloning._tag === "Some" ? yield* cloning.value.getClone(ctx.principal.userId, voiceId) : undefined
+            const text = row?.previewText ?? previewSentence(voice.language)
+            const out = yield* synthesizer.synthesize({ voice, text, speed: 1, sampleRate: 24000, priority: "batch" })
+            return Reply.bytes(200, encodeWav(out.pcm, out.sampleRate), { "content-type": "audio/wav", "cache-control": "private, no-store" })
+          }
           const voice = yield* synthesizer.resolveVoice(voiceId)
           const cached = previews.get(voiceId)
           if (cached instanceof Uint8Array) return Reply.bytes(200, cached, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })

@@ -10,6 +10,8 @@ import { freshEmbeddedDataDir, isolatedDatabaseUrl } from "./database.ts"
 
 export interface TestService extends RunningService {
   readonly base: string
+  /** The service's DATA_DIR (blobs, tmp, embedded database); removed on close. */
+  readonly dataDir: string
   /** A new user with credits and a key. */
   readonly newUser: (credits?: number) => Promise<{ userId: string; apiKey: string; keyId: string }>
   readonly close: () => Promise<void>
@@ -44,6 +46,7 @@ export const startTestService = async (
   return {
     ...service,
     base: `${service.siteUrl}/api/v1`,
+    dataDir,
     newUser: (credits = 100_000) =>
       Effect.runPromise(service.accounts.createUserWithKey({ name: "test", credits })),
     close
