@@ -70,7 +70,9 @@ const parse = (ctx: RequestContext, options: MultipartOptions, written: Array<st
     try {
       parser = busboy({
         headers: { "content-type": contentType },
-        limits: { fileSize: options.maxFileBytes, fieldSize: maxFieldBytes, fields: maxFields, parts: maxFields + 20 }
+        // busboy reports `limit` when a file reaches fileSize, so one byte more lets a file of
+        // exactly maxFileBytes through and refuses the first byte past it.
+        limits: { fileSize: options.maxFileBytes + 1, fieldSize: maxFieldBytes, fields: maxFields, parts: maxFields + 20 }
       })
     } catch (e) {
       return Effect.fail(badRequest(`malformed multipart request: ${(e as Error).message}`))

@@ -298,6 +298,7 @@ const writeHead = (res: uWS.HttpResponse, status: number, requestId: string, hea
 
 const sendError = (x: Exchange, error: ApiError, closeConnection: boolean) => {
   if (x.aborted) return
+  x.body?.release()
   const res = x.res
   const headers: Record<string, string> = { "content-type": "application/json", ...error.headers }
   if (error.status === 401) headers["www-authenticate"] = wwwAuthenticate
@@ -321,6 +322,7 @@ const send = <R>(exchange: Exchange, reply: Reply<R>): Effect.Effect<number, unk
   const res = exchange.res
   const requestId = exchange.requestId
   if (exchange.aborted) return statusEffect(499)
+  exchange.body?.release()
   if (reply._tag === "Full") {
     // `send` runs inside the fiber (a flatMap continuation), so writing here is in order.
     res.cork(() => {

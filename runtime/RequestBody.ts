@@ -57,6 +57,14 @@ export class RequestBody implements BodyReader {
     this.notify()
   }
 
+  /** Resumes a socket left paused by the reader; called right before the response is written. */
+  release(): void {
+    if (this.paused) {
+      this.paused = false
+      this.res.resume()
+    }
+  }
+
   /** True when bytes of the body were left unread; the connection must then be closed. */
   get unread(): boolean {
     return !this.ended || this.queuedBytes > 0
@@ -74,7 +82,10 @@ export class RequestBody implements BodyReader {
         const chunk = this.queue.shift()
         if (chunk !== undefined) {
           this.queuedBytes -= chunk.byteLength
-          if (this.paused && this.queuedBytes < highWaterBytes / 2) {
+          // Hazard: resuming re-arms uWS's 10 s idle timer. Once the whole body has arrived the
+          // socket stays paused until the response is written (`release`), or a transcription
+          // longer than 10 s would have its connection closed under it.
+          if (this.paused && !this.ended && this.queuedBytes < highWaterBytes / 2) {
             this.paused = false
             this.res.resume()
           }

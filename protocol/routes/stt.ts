@@ -24,6 +24,13 @@ export interface SttRouteOptions {
   readonly urlFetch: { readonly allowPrivate: boolean; readonly caFile: string | undefined }
 }
 
+/** ISO 639-3 codes the SDKs document for the recognizers here, mapped to the 639-1 the engines use. */
+const iso6393: Record<string, string> = { eng: "en", est: "et" }
+const toIso6391 = (code: string | undefined): string | undefined => {
+  const c = code?.trim().toLowerCase()
+  return c === undefined || c === "" ? undefined : iso6393[c] ?? c
+}
+
 const truthy = (v: string | undefined) => v !== undefined && /^(true|1|yes|on)$/i.test(v.trim())
 
 /** `additional_formats` as the SDK sends it (a JSON string of objects), or a plain comma list. */
@@ -87,7 +94,7 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
               : (yield* fetchToFile(url!.trim(), { tmpDir: options.tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: options.urlFetch.allowPrivate, ca })).file
             const transcriber = yield* Transcriber
             const result = yield* transcriber.transcribeFile(file, {
-              language: f.language_code?.trim() || undefined,
+              language: toIso6391(f.language_code),
               diarize: truthy(f.diarize),
               numSpeakers,
               userId: ctx.principal?.userId ?? null
