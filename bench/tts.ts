@@ -10,15 +10,21 @@
  *    same texts, cut into the same sentence segments. Raw and service rounds alternate (best of
  *    each counts), and CPU time per second of audio is printed for both (service: the whole
  *    process from /proc), which stays meaningful when other work shares the machine.
- * 3. TODO (WebSocket owner): memory per idle WS session, concurrent real-time WS sessions.
+ * 3. WebSocket `stream-input` (bench/ttsWs.ts, sessions from bench/ttsWsLoad.ts in two child
+ *    processes): memory per open idle session at 1,000 sessions; peak memory and the socket
+ *    gauges with 50 clients that stop reading mid-stream; the largest number of concurrent
+ *    voice-agent sessions, fed text like an LLM emits tokens, that all stay real time (≥ 99 % of
+ *    them never underrun a virtual player). The service is started with its open-file limit
+ *    raised (`ulimit -n`, up to 65536 within the hard limit) for the 1,000 sockets.
  *
  * The service runs as a child process with WORKERS = CPU count; the load generator shares the
  * machine with it, as the raw-engine children do. Run: npm run bench:tts
  * Knobs: BENCH_TTFB_REQUESTS (per concurrency level, default 10 × concurrency, at least 200),
  * BENCH_THROUGHPUT_TEXTS (default 120), BENCH_ROUNDS (throughput, default 2), WORKERS (default:
- * CPU count).
- * Targets: throughput ratio ≥ 0.8 (foundation issue). TTFB: no number was set; the lines print
- * the ratio next to the queueing floor (concurrency / workers first sentences ahead of you).
+ * CPU count), BENCH_WS_LEVELS (concurrent WebSocket sessions to try, default 200,300,400).
+ * Targets: throughput ratio ≥ 0.8 (foundation issue); WebSocket: ≥ 200 real-time sessions,
+ * < 100 KB per idle session. TTFB: no number was set; the lines print the ratio next to the
+ * queueing floor (concurrency / workers first sentences ahead of you).
  */
 import { execFileSync, fork } from "node:child_process"
 import { readFileSync } from "node:fs"
@@ -27,7 +33,8 @@ import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import { segmentSentences } from "../engines/tts/Segmenter.ts"
 import { findPreset } from "../engines/tts/Voices.ts"
-import { root, startService, stop } from "./support.ts"
+import { root, stop } from "./support.ts"
+import { startServiceWithFds, webSocketBench } from "./ttsWs.ts"
 
 const VOICE_ID = "mari"
 const voice = findPreset(VOICE_ID)!.engineVoice
@@ -241,7 +248,7 @@ async function main() {
   const rawParallel = await rawThroughput(texts, workers)
   progress("starting the service")
 
-  const service = await startService({ WORKERS: String(workers), POOL_MAX_QUEUE: "4096" })
+  const service = await startServiceWithFds({ WORKERS: String(workers), POOL_MAX_QUEUE: "4096" })
   let stopping = false
   service.child.once("exit", (code, signal) => {
     if (!stopping) console.error(`the service exited during the bench (code ${code}, signal ${signal})`)
@@ -329,18 +336,14 @@ async function main() {
     const load1 = loadavg()[0]!
     console.log(`  machine load average at the end: ${fmt(load1)} on ${availableParallelism()} CPU(s)${load1 > availableParallelism() + 0.5 ? " (busy: other processes share these CPUs; wall-clock ratios understate the service)" : ""}`)
 
-    // -----------------------------------------------------------------------------------------
-    // TODO (WebSocket owner): memory per open idle WebSocket session at 1,000 sessions.
-    //   Open 1,000 sessions to /api/v1/text-to-speech/{voice}/stream-input (init frame only),
-    //   read the server's RSS before and after (e.g. from /metrics or /proc/<pid>/status of
-    //   service.child), print (after - before) / 1000 per session next to its target.
-    // TODO (WebSocket owner): concurrent WebSocket sessions that stay real time.
-    //   Ramp sessions that each stream text and require audio at ≥ 1× real time; print the
-    //   largest count that held, next to its target.
-    // -----------------------------------------------------------------------------------------
-    console.log("")
-    console.log("websocket: memory per idle session at 1,000 sessions  TODO (not measured yet)")
-    console.log("websocket: concurrent real-time sessions              TODO (not measured yet)")
+    await webSocketBench({
+      child: service.child,
+      port: service.port,
+      apiKey,
+      voiceId: VOICE_ID,
+      fdLimit: service.fdLimit,
+      shellSoftLimit: service.shellSoftLimit
+    })
   } finally {
     stopping = true
     agent.destroy()
