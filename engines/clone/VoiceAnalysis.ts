@@ -17,6 +17,7 @@
  *    L = c / (2D), D the least-squares formant spacing, median over frames, c = 35 000 cm/s.
  *    Rough (±10 %) on real speech; a relative measure between two voices is what is used.
  */
+import { levinson } from "../audio/Lpc.ts"
 import { PowerSpectrum } from "../speaker/Fft.ts"
 import { frameCount, FRAME_SAMPLES, HOP_SAMPLES } from "../speaker/FrameFeatures.ts"
 import { pitchTrack } from "../speaker/Pitch.ts"
@@ -80,23 +81,6 @@ const percentile = (sorted: ReadonlyArray<number>, p: number): number => {
 
 const median = (values: ReadonlyArray<number>) => percentile([...values].sort((a, b) => a - b), 0.5)
 
-/** Levinson–Durbin: predictor a[0..p] (a[0] = 1) from autocorrelation r[0..p]. */
-const levinson = (r: Float64Array, p: number): Float64Array => {
-  const a = new Float64Array(p + 1)
-  a[0] = 1
-  let err = r[0]!
-  const tmp = new Float64Array(p + 1)
-  for (let i = 1; i <= p && err > 0; i++) {
-    let acc = r[i]!
-    for (let j = 1; j < i; j++) acc += a[j]! * r[i - j]!
-    const k = -acc / err
-    tmp.set(a)
-    for (let j = 1; j < i; j++) a[j] = tmp[j]! + k * tmp[i - j]!
-    a[i] = k
-    err *= 1 - k * k
-  }
-  return a
-}
 
 export interface AnalysisOptions {
   /** Speech segments, ms; frames outside them are ignored. */

@@ -33,6 +33,7 @@
  * deterministic: the engines are, and all noise comes from a seeded PRNG (seed from the part's
  * offset).
  */
+import { levinson } from "../audio/Lpc.ts"
 import { rms } from "../audio/Pcm.ts"
 import type { Effect, Emotion, ExpressivePart, SpeechPart, Style } from "./ExpressiveTags.ts"
 import { type EngineVoice, type TtsEngine, TtsError, type TtsResult, type WordTiming } from "./TtsEngine.ts"
@@ -588,23 +589,6 @@ const sing = (x: Float32Array, sr: number, words: ReadonlyArray<WordTiming>, pit
 // ---------------------------------------------------------------------------------------------
 // Whisper by noise-excited LPC
 
-/** Levinson–Durbin: predictor a[1..p] (a[0] = 1) of A(z) from autocorrelation r[0..p]. */
-const levinson = (r: Float64Array, p: number): Float64Array => {
-  const a = new Float64Array(p + 1)
-  a[0] = 1
-  let err = r[0]!
-  const tmp = new Float64Array(p + 1)
-  for (let i = 1; i <= p && err > 0; i++) {
-    let acc = r[i]!
-    for (let j = 1; j < i; j++) acc += a[j]! * r[i - j]!
-    const k = -acc / err
-    tmp.set(a)
-    for (let j = 1; j < i; j++) a[j] = tmp[j]! + k * tmp[i - j]!
-    a[i] = k
-    err *= 1 - k * k
-  }
-  return a
-}
 
 /**
  * Whisper: every 25 ms frame (50 % overlap, Hann) is replaced by seeded white noise filtered by
