@@ -4,6 +4,7 @@
  * checks compare renderings of the same text with each other (louder, slower, noisier, wider
  * pitch range) rather than against absolute numbers where the engines decide.
  */
+import { fftInPlace } from "../../engines/audio/Fft.ts"
 import t from "tap"
 import { durationMs, rms } from "../../engines/audio/Pcm.ts"
 import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
@@ -55,35 +56,6 @@ const harmonicity = (x: Float32Array, sr: number) => {
   return c.reduce((a, b) => a + b, 0) / c.length
 }
 
-/** In-place radix-2 FFT (re, im). */
-const fft = (re: Float64Array, im: Float64Array) => {
-  const n = re.length
-  for (let i = 1, j = 0; i < n; i++) {
-    let bit = n >> 1
-    for (; j & bit; bit >>= 1) j ^= bit
-    j ^= bit
-    if (i < j) {
-      ;[re[i], re[j]] = [re[j]!, re[i]!]
-      ;[im[i], im[j]] = [im[j]!, im[i]!]
-    }
-  }
-  for (let len = 2; len <= n; len <<= 1) {
-    const a = (-2 * Math.PI) / len
-    for (let i = 0; i < n; i += len) {
-      for (let k = 0; k < len / 2; k++) {
-        const wr = Math.cos(a * k)
-        const wi = Math.sin(a * k)
-        const xr = re[i + k + len / 2]! * wr - im[i + k + len / 2]! * wi
-        const xi = re[i + k + len / 2]! * wi + im[i + k + len / 2]! * wr
-        re[i + k + len / 2] = re[i + k]! - xr
-        im[i + k + len / 2] = im[i + k]! - xi
-        re[i + k] = re[i + k]! + xr
-        im[i + k] = im[i + k]! + xi
-      }
-    }
-  }
-}
-
 /** Mean spectral flatness (geometric / arithmetic mean of power, 300–4000 Hz) over loud frames. */
 const spectralFlatness = (x: Float32Array, sr: number) => {
   const n = 512
@@ -96,7 +68,7 @@ const spectralFlatness = (x: Float32Array, sr: number) => {
     const re = new Float64Array(n)
     const im = new Float64Array(n)
     for (let i = 0; i < n; i++) re[i] = x[f * (n / 2) + i]! * (0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n))
-    fft(re, im)
+    fftInPlace(re, im, false)
     let logSum = 0
     let sum = 0
     let count = 0
