@@ -9,7 +9,8 @@
  *  1. the reference speaks an enrollment text of 8–12 s; the clone is planned from it exactly as
  *     POST /voices/add does (analysis, base choice, pitch/rate/envelope plan);
  *  2. the reference, the base preset and the clone speak another (test) text;
- *  3. printed: cosine(reference, base) and cosine(reference, clone) on that test text.
+ *  3. printed: cosine(reference, base) and cosine(reference, clone) on that test text, and the
+ *     median F0 and syllable rate of all three (the embedding barely sees pitch and tempo).
  * The clone must beat its base for every reference. Engines run in this process (no server):
  * the numbers are about the DSP, not the HTTP path. Run: npm run bench:clone
  */
@@ -63,6 +64,10 @@ const speak = async (s: Speaker, text: string): Promise<Float32Array> => {
 
 const at16k = (samples: Float32Array, rate: number) => (rate === ANALYSIS_RATE ? samples : resample(samples, rate, ANALYSIS_RATE))
 
+/** The audio numbers a listener hears first: median F0 (Hz) and syllable rate, on the test text. */
+const f0Of = (pcm: Float32Array) => analyzeVoice(pcm).f0?.medianHz.toFixed(0) ?? "-"
+const rateOf = (pcm: Float32Array) => analyzeVoice(pcm).rate.syllablesPerSecond.toFixed(1)
+
 const rows: Array<Array<string>> = []
 let failures = 0
 for (const s of SPEAKERS) {
@@ -70,25 +75,30 @@ for (const s of SPEAKERS) {
   const enroll = await speak(s, texts.enroll)
   const profile = analyzeVoice(enroll)
   const { plan, dropped } = await planClone({ reference: enroll, profile, language: s.language, refText: texts.enroll, engineFor })
-  const reference = MfccEmbedding.embed(await speak(s, texts.test))
+  const referencePcm = await speak(s, texts.test)
+  const reference = MfccEmbedding.embed(referencePcm)
   const baseVoice = findPreset(plan.baseVoiceId)!.engineVoice
   const base = await (await engineFor(baseVoice)).synthesize({ text: texts.test, voice: baseVoice, speed: 1 })
   const clone = await renderClone(await engineFor(plan.engineVoice), plan, texts.test, 1)
-  const simBase = cosine(reference, MfccEmbedding.embed(at16k(base.samples, base.sampleRate)))
-  const simClone = cosine(reference, MfccEmbedding.embed(at16k(clone.samples, clone.sampleRate)))
+  const basePcm = at16k(base.samples, base.sampleRate)
+  const clonePcm = at16k(clone.samples, clone.sampleRate)
+  const simBase = cosine(reference, MfccEmbedding.embed(basePcm))
+  const simClone = cosine(reference, MfccEmbedding.embed(clonePcm))
   if (!(simClone > simBase)) failures++
   rows.push([
     s.name,
     `${(enroll.length / ANALYSIS_RATE).toFixed(1)} s`,
     plan.baseVoiceId,
-    simBase.toFixed(3),
-    simClone.toFixed(3),
-    (simClone - simBase >= 0 ? "+" : "") + (simClone - simBase).toFixed(3),
+    simBase.toFixed(4),
+    simClone.toFixed(4),
+    (simClone - simBase >= 0 ? "+" : "") + (simClone - simBase).toFixed(4),
+    [referencePcm, basePcm, clonePcm].map(f0Of).join(" / "),
+    [referencePcm, basePcm, clonePcm].map(rateOf).join(" / "),
     `F0 ×${plan.pitchFactor.toFixed(2)} range ×${plan.pitchRange.toFixed(2)} rate ${plan.engineVoice.rate.toFixed(2)} warp ${plan.warp.toFixed(3)}${dropped.length > 0 ? ` (dropped: ${dropped.join(", ")})` : ""}`
   ])
 }
 
-const header = ["reference speaker", "sample", "base preset", "cos(ref, base)", "cos(ref, clone)", "gain", "plan"]
+const header = ["reference speaker", "sample", "base preset", "cos(ref, base)", "cos(ref, clone)", "gain", "F0 Hz ref/base/clone", "syll/s ref/base/clone", "plan"]
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
 const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ")
 console.log(`speaker similarity (${MfccEmbedding.name}, cosine) on a test text not in the sample`)

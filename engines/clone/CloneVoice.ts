@@ -252,12 +252,26 @@ export const planClone = async (input: PlanInput): Promise<PlanResult> => {
   const wantedFactor = ref.f0 !== null && baseProfile.f0 !== null ? clamp(2 ** ((ref.f0.medianSt - baseProfile.f0.medianSt) / 12), 0.5, 2) : 1
   // espeak moves its own pitch cleanly (no PSOLA artefacts); its pitch scale is not linear in
   // Hz, so the result is measured and PSOLA corrects what is left. Flite has no pitch control.
-  const enginePitch = best.engineVoice.engine === "espeak" ? clamp(best.engineVoice.pitch * wantedFactor, 0.05, 2) : best.engineVoice.pitch
-  const engineVoice: EngineVoice = { ...best.engineVoice, pitch: enginePitch, rate: clamp(best.engineVoice.rate * rateRatio, 0.5, 2) }
+  // The nuclei rate varies by about ±5 % between texts of one voice: smaller differences are noise.
+  const rate = Math.abs(rateRatio - 1) < 0.05 ? best.engineVoice.rate : clamp(best.engineVoice.rate * rateRatio, 0.5, 2)
+  let engineVoice: EngineVoice = { ...best.engineVoice, rate }
   let pitchFactor = wantedFactor
-  if (enginePitch !== best.engineVoice.pitch) {
-    const moved = analyzeVoice(to16k(await engine.synthesize({ text, voice: engineVoice, speed: 1 }))).f0
-    pitchFactor = moved !== null && ref.f0 !== null ? clamp(2 ** ((ref.f0.medianSt - moved.medianSt) / 12), 0.5, 2) : 1
+  if (best.engineVoice.engine === "espeak" && ref.f0 !== null && baseProfile.f0 !== null) {
+    // A few secant steps on log(engine pitch) against the measured median; what is left after
+    // them goes to PSOLA.
+    let points: Array<{ logPitch: number; st: number }> = [{ logPitch: Math.log(best.engineVoice.pitch), st: baseProfile.f0.medianSt }]
+    let logPitch = Math.log(clamp(best.engineVoice.pitch * wantedFactor, 0.05, 2))
+    for (let step = 0; step < 4; step++) {
+      const moved = analyzeVoice(to16k(await engine.synthesize({ text, voice: { ...engineVoice, pitch: Math.exp(logPitch) }, speed: 1 }))).f0
+      if (moved === null) break
+      points = [...points, { logPitch, st: moved.medianSt }].slice(-2)
+      const [a, b] = points as [{ logPitch: number; st: number }, { logPitch: number; st: number }]
+      const bestPoint = Math.abs(a.st - ref.f0.medianSt) < Math.abs(b.st - ref.f0.medianSt) ? a : b
+      engineVoice = { ...engineVoice, pitch: Math.exp(bestPoint.logPitch) }
+      pitchFactor = clamp(2 ** ((ref.f0.medianSt - bestPoint.st) / 12), 0.5, 2)
+      if (Math.abs(ref.f0.medianSt - bestPoint.st) < 0.25 || Math.abs(b.st - a.st) < 0.05) break
+      logPitch = clamp(b.logPitch + (ref.f0.medianSt - b.st) * (b.logPitch - a.logPitch) / (b.st - a.st), Math.log(0.05), Math.log(2))
+    }
   }
   // Residues under a quarter tone are left alone: PSOLA costs some quality.
   if (Math.abs(12 * Math.log2(pitchFactor)) < 0.5) pitchFactor = 1
@@ -279,13 +293,13 @@ export const planClone = async (input: PlanInput): Promise<PlanResult> => {
   const again = residual(measure(eqDb))
   eqDb = eqDb.map((g, b) => clamp(g + 0.5 * again[b]!, -12, 12))
 
-  // Each correction must earn its place: on the reference's own text, a correction whose removal
-  // brings the clone closer to the reference (speaker embedding) is removed, greedily. This
-  // guards against measurement noise when the base is already close to the reference.
+  // The envelope corrections must earn their place: on the reference's own text, one whose
+  // removal brings the clone closer to the reference (speaker embedding) is removed, greedily.
+  // This guards against measurement noise when the base is already close to the reference.
+  // Pitch and rate are not put to that test: they are measured directly, a listener hears them
+  // first, and the MFCC embedding barely sees them (it would drop them as noise).
   const full: ClonePlan = { version: 1, baseVoiceId: best.voiceId, engineVoice, pitchFactor, pitchRange, warp, eqDb: eqDb.map((g) => Math.round(g * 100) / 100) }
   const without: Record<string, (p: ClonePlan) => ClonePlan> = {
-    pitch: (p) => ({ ...p, engineVoice: { ...p.engineVoice, pitch: best.engineVoice.pitch }, pitchFactor: 1, pitchRange: 1 }),
-    rate: (p) => ({ ...p, engineVoice: { ...p.engineVoice, rate: best.engineVoice.rate } }),
     warp: (p) => ({ ...p, warp: 1 }),
     spectrum: (p) => ({ ...p, eqDb: p.eqDb.map(() => 0) })
   }
@@ -293,7 +307,7 @@ export const planClone = async (input: PlanInput): Promise<PlanResult> => {
   let plan = full
   let score = await similarity(plan)
   const dropped: Array<string> = []
-  for (let round = 0; round < 4; round++) {
+  for (let round = 0; round < Object.keys(without).length; round++) {
     let bestDrop: { name: string; plan: ClonePlan; score: number } | undefined
     for (const [name, drop] of Object.entries(without)) {
       if (dropped.includes(name)) continue
