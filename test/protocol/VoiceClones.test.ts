@@ -120,6 +120,27 @@ t.test("validation: name, labels, file, speech length, size, type", async (t) =>
   t.equal(blobFiles().length, 1, "refused uploads leave no blob")
 })
 
+t.test("the legacy `audio` field: used alone, ignored next to `files`", async (t) => {
+  const legacy = await addVoice({ fields: { name: "Legacy", refText: SENTENCE }, files: [tenSeconds], fileField: "audio" })
+  t.equal(legacy.status, 200, await legacy.clone().text())
+  const legacyId = (await legacy.json() as { voice_id: string }).voice_id
+  // Both fields: `files` wins, so the 3 s `audio` part does not make it too short.
+  const form = new FormData()
+  form.append("name", "Both fields")
+  form.append("refText", SENTENCE)
+  form.append("files", new Blob([tenSeconds as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }), "long.wav")
+  form.append("audio", new Blob([threeSeconds as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }), "short.wav")
+  const both = await fetch(`${service.base}/voices/add`, { method: "POST", headers: { "xi-api-key": alice.apiKey }, body: form })
+  t.equal(both.status, 200, await both.clone().text())
+  const bothId = (await both.json() as { voice_id: string }).voice_id
+  const listed = await voiceIds(alice.apiKey)
+  for (const id of [legacyId, bothId]) {
+    t.ok(listed.some((v) => v.voice_id === id && v.category === "cloned"), `${id} is listed`)
+    t.equal((await call("DELETE", `/voices/${id}`, alice.apiKey)).status, 200)
+  }
+  t.equal(blobFiles().length, 1, "only the first clone's sample is left")
+})
+
 t.test("a clone speaks on endpoints 4 and 5 for its owner, 404 for anyone else and on the WebSocket", async (t) => {
   const text = { text: "Yesterday we walked to the market and bought fresh bread." }
   for (const p of [`/text-to-speech/${aliceClone}`, `/text-to-speech/${aliceClone}/stream`]) {
