@@ -27,8 +27,16 @@ export const int16ToFloat = (samples: Int16Array): Float32Array => {
   return out
 }
 
-/** Little-endian bytes of Int16 samples (s16le), independent of host byte order. */
+const HOST_IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1
+
+/**
+ * Little-endian bytes of Int16 samples (s16le), independent of host byte order.
+ * Hazard: on a little-endian host (every platform Node ships for) this is a view of the same
+ * memory, not a copy, because the audio hot paths would otherwise copy every response once more;
+ * do not mutate `samples` while the bytes are in use.
+ */
 export const int16ToBytesLE = (samples: Int16Array): Uint8Array => {
+  if (HOST_IS_LITTLE_ENDIAN) return new Uint8Array(samples.buffer, samples.byteOffset, samples.byteLength)
   const out = new Uint8Array(samples.length * 2)
   const view = new DataView(out.buffer)
   for (let i = 0; i < samples.length; i++) view.setInt16(i * 2, samples[i]!, true)
