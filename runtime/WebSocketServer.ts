@@ -6,7 +6,8 @@
  * Upgrade (uWS UpgradeAsync pattern): headers, query, voice id and the Sec-WebSocket-* values are
  * copied before anything else (the request object dies when the callback returns), `onAborted`
  * is registered before going async, and the upgrade happens in a fiber only if the client is
- * still there. Refusals are HTTP answers with the SPEC 2.1 body: 503 when WS_ENABLED is off,
+ * still there; when admission needs no I/O the fiber finishes inside the callback and the
+ * upgrade is synchronous (see the upgrade handler for why that matters). Refusals are HTTP answers with the SPEC 2.1 body: 503 when WS_ENABLED is off,
  * 401 (with WWW-Authenticate) for a missing or wrong key, 404 for unknown presets and clone ids,
  * 400 for an unknown language.
  *
@@ -230,11 +231,22 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             const credential = presentedCredential(headers) ?? nonEmpty(query.get("xi_api_key")) ?? nonEmpty(query.get("xi-api-key"))
             // Query wins over the header (SPEC 4.2); `language_code` is ElevenLabs' spelling.
             const language = nonEmpty(query.get("language")) ?? nonEmpty(query.get("language_code")) ?? nonEmpty(headers["x-speak-language"])
+            // Admission usually completes synchronously (key cache hit, preset voice): the fiber
+            // runs to its end inside `runFork`, still within this corked callback, and the upgrade
+            // is uWS's synchronous one. Only a cache miss goes async and must cork itself; uWS's
+            // cork() can then misread the freshly upgraded socket as an HTTP response and close
+            // it (1006 right after open: uNetworking/uWebSockets#1928, fixed upstream by #1929,
+            // not in this build). Measured with a raw client: cache hits never close; a miss
+            // (first use of a key; in embedded mode again every 2 s) sometimes does.
+            let insideHandler = true
             fiber = runFork(admit(voiceId, credential, language, mode).pipe(
               Effect.matchCauseEffect({
                 onSuccess: (admitted) =>
                   Effect.sync(() => {
-                    if (!aborted) res.cork(() => res.upgrade<SocketData>({ conn: new Connection(admitted) }, key, protocol, extensions, context))
+                    if (aborted) return
+                    const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admitted) }, key, protocol, extensions, context)
+                    if (insideHandler) upgrade()
+                    else res.cork(upgrade)
                   }),
                 onFailure: (cause) => {
                   if (aborted || Cause.hasInterruptsOnly(cause)) return Effect.void
@@ -244,6 +256,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
                 }
               })
             ))
+            insideHandler = false
           },
 
           open: (ws) => {
