@@ -149,47 +149,16 @@ export class Resampler {
 
   /** Produces outputs while i < iLimit (so i + H - 1 is buffered) and produced < maxOut. */
   private drain(iLimit: number, maxOut: number): Float32Array {
-    const { L, M, H, table } = this.d
-    const taps = 2 * H
+    const { L, M, H } = this.d
     const count = Math.max(0, Math.min(maxOut - this.produced, Math.ceil(((iLimit - this.i) * L - this.p) / M)))
     const out = new Float32Array(count)
-    const buf = this.buf
-    const bufStart = this.bufStart
-    let { i, p } = this
-    for (let n = 0; n < count; n++) {
-      // Four partial sums over running indices: one running sum is bound by the latency of each
-      // addition, four independent ones overlap (measured ≈ 2× on this loop). taps = 2·H is even
-      // but not always a multiple of four (22050 → 8000: 90), hence the tail.
-      let j = i - H + 1 - bufStart
-      let r = p * taps
-      const end4 = r + (taps & ~3)
-      const end = r + taps
-      let a0 = 0
-      let a1 = 0
-      let a2 = 0
-      let a3 = 0
-      while (r < end4) {
-        a0 += buf[j]! * table[r]!
-        a1 += buf[j + 1]! * table[r + 1]!
-        a2 += buf[j + 2]! * table[r + 2]!
-        a3 += buf[j + 3]! * table[r + 3]!
-        j += 4
-        r += 4
-      }
-      while (r < end) a0 += buf[j++]! * table[r++]!
-      out[n] = a0 + a1 + (a2 + a3)
-      // Step the input time by M/L: subtraction instead of a division per output sample.
-      p += M
-      while (p >= L) {
-        p -= L
-        i++
-      }
-    }
-    this.i = i
-    this.p = p
+    const at = convolve(this.d, this.buf, this.bufStart, this.i, this.p, out)
+    this.i = at.i
+    this.p = at.p
     this.produced += count
     // Drop input that no future output can reach (index < i - H + 1).
-    const keepFrom = Math.min(i - H + 1 - this.bufStart, this.bufLen)
+    const buf = this.buf
+    const keepFrom = Math.min(this.i - H + 1 - this.bufStart, this.bufLen)
     if (keepFrom > 0) {
       buf.copyWithin(0, keepFrom, this.bufLen)
       this.bufLen -= keepFrom
@@ -199,17 +168,64 @@ export class Resampler {
   }
 }
 
-/** One-shot conversion; identical to pushing everything into a `Resampler` and flushing. */
+/**
+ * The filter itself: fills `out` with the outputs whose input time starts at i + p/L, reading
+ * `buf` whose element 0 is input sample `bufStart` (every sample the window touches must be
+ * there). Returns where the next output would start.
+ */
+const convolve = (d: Design, buf: Float32Array, bufStart: number, i: number, p: number, out: Float32Array): { i: number; p: number } => {
+  const { L, M, H, table } = d
+  const taps = 2 * H
+  const count = out.length
+  for (let n = 0; n < count; n++) {
+    // Four partial sums over running indices: one running sum is bound by the latency of each
+    // addition, four independent ones overlap (measured ≈ 2× on this loop). taps = 2·H is even
+    // but not always a multiple of four (22050 → 8000: 90), hence the tail.
+    let j = i - H + 1 - bufStart
+    let r = p * taps
+    const end4 = r + (taps & ~3)
+    const end = r + taps
+    let a0 = 0
+    let a1 = 0
+    let a2 = 0
+    let a3 = 0
+    while (r < end4) {
+      a0 += buf[j]! * table[r]!
+      a1 += buf[j + 1]! * table[r + 1]!
+      a2 += buf[j + 2]! * table[r + 2]!
+      a3 += buf[j + 3]! * table[r + 3]!
+      j += 4
+      r += 4
+    }
+    while (r < end) a0 += buf[j++]! * table[r++]!
+    out[n] = a0 + a1 + (a2 + a3)
+    // Step the input time by M/L: subtraction instead of a division per output sample.
+    p += M
+    while (p >= L) {
+      p -= L
+      i++
+    }
+  }
+  return { i, p }
+}
+
+/**
+ * One-shot conversion; identical, sample for sample, to pushing everything into a `Resampler`
+ * and flushing, but with one padded copy of the input instead of the stream's growing buffer,
+ * and the output written once.
+ */
 export const resample = (samples: Float32Array, inRate: number, outRate: number): Float32Array => {
   if (inRate === outRate) {
     checkRate(inRate, "rate")
     return samples.slice()
   }
-  const r = new Resampler(inRate, outRate)
-  const a = r.push(samples)
-  const b = r.flush()
-  const out = new Float32Array(a.length + b.length)
-  out.set(a)
-  out.set(b, a.length)
+  checkRate(inRate, "input rate")
+  checkRate(outRate, "output rate")
+  const d = design(inRate, outRate)
+  // H zeros on each side: the stream's implicit leading zeros and its flush padding.
+  const padded = new Float32Array(samples.length + 2 * d.H)
+  padded.set(samples, d.H)
+  const out = new Float32Array(Resampler.outputLength(samples.length, inRate, outRate))
+  convolve(d, padded, -d.H, 0, 0, out)
   return out
 }
