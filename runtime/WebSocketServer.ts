@@ -237,7 +237,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             // cork() can then misread the freshly upgraded socket as an HTTP response and close
             // it (1006 right after open: uNetworking/uWebSockets#1928, fixed upstream by #1929,
             // not in this build). Measured with a raw client: cache hits never close; a miss
-            // (first use of a key; in embedded mode again every 2 s) sometimes does.
+            // sometimes does. Accounts keeps keys in use warm, so misses are first uses.
             let insideHandler = true
             fiber = runFork(admit(voiceId, credential, language, mode).pipe(
               Effect.matchCauseEffect({

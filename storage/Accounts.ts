@@ -11,7 +11,12 @@
  *   other connections, let alone other processes: there a positive entry lives `shortTtlMs`
  *   (2 s), so a key deleted by the admin CLI keeps working for at most 2 s in a running server;
  * - unknown keys are remembered for `shortTtlMs` in a separate, smaller cache, so a flood of
- *   bad keys can neither grow memory nor evict good keys.
+ *   bad keys can neither grow memory nor evict good keys;
+ * - keys in use are refreshed ahead of expiry: every shortTtlMs / 2 one query re-reads those
+ *   used in the last minute whose entry is about to lapse (a deleted one is dropped then). A
+ *   key in use therefore never misses the cache, so authenticating it needs no I/O and
+ *   completes synchronously, which the WebSocket upgrade relies on (runtime/WebSocketServer.ts);
+ *   the staleness bounds above stay as they are.
  *
  * Credits are never cached: `debit` is one conditional UPDATE, so concurrent debits cannot
  * overdraw an account, on any number of processes.
@@ -108,6 +113,9 @@ export interface AccountsOptions {
   readonly maxCachedUnknownKeys?: number
 }
 
+/** A key used within this window is kept warm in the cache, ms. */
+const IN_USE_WINDOW_MS = 60_000
+
 /** Channel the `api_keys` trigger of migration 0001 notifies, payload = hex of key_hash. */
 const keyChannel = "speech_api_keys"
 
@@ -171,12 +179,54 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       yield* Effect.forkScoped(Effect.retry(listenOnce, Schedule.spaced("1 second")))
     }
 
+    /** Keys authenticated lately: hash hex → last use (ms). Bounded like `known`. */
+    const inUse = new Map<string, number>()
+    const noteUse = (hashHex: string) => {
+      if (inUse.size < known.maxEntries || inUse.has(hashHex)) inUse.set(hashHex, Date.now())
+    }
+    const refreshMs = Math.max(20, Math.floor(shortTtlMs / 2))
+    const refreshKeysInUse = Effect.gen(function*() {
+      const now = Date.now()
+      const due: Array<string> = []
+      for (const [hashHex, lastUse] of inUse) {
+        if (now - lastUse > IN_USE_WINDOW_MS) inUse.delete(hashHex)
+        else if ((known.expiresAt(hashHex) ?? 0) - now < 2 * refreshMs) due.push(hashHex)
+      }
+      if (due.length === 0) return
+      const startedAt = epoch
+      const rows = yield* sql<{ key_hash: Uint8Array; id: string; user_id: string }>`
+        SELECT key_hash, id, user_id FROM api_keys
+        WHERE key_hash IN ${sql.in(due.map((h) => Buffer.from(h, "hex")))} AND deleted_at IS NULL`
+      // An invalidation during the query may concern these rows: the next round re-reads them.
+      if (startedAt !== epoch) return
+      const alive = new Set<string>()
+      for (const row of rows) {
+        const hashHex = Buffer.from(row.key_hash).toString("hex")
+        alive.add(hashHex)
+        known.set(hashHex, { userId: row.user_id, keyId: row.id, scopes: apiKeyScopes }, listening ? listenTtlMs : shortTtlMs, Date.now())
+      }
+      for (const hashHex of due) {
+        if (alive.has(hashHex)) continue
+        known.delete(hashHex)
+        inUse.delete(hashHex)
+      }
+    })
+    yield* Effect.forkScoped(
+      refreshKeysInUse.pipe(
+        Effect.catch((error) => Effect.logWarning("refreshing cached API keys failed; they expire normally", error)),
+        Effect.repeat(Schedule.spaced(refreshMs))
+      )
+    )
+
     const authenticate = Effect.fn("Accounts.authenticate")(function*(apiKey: string) {
       if (!isWellFormedApiKey(apiKey)) return yield* invalidKey()
       const hash = hashApiKey(apiKey)
       const hashHex = hash.toString("hex")
       const cached = known.get(hashHex, Date.now())
-      if (cached !== undefined) return cached
+      if (cached !== undefined) {
+        noteUse(hashHex)
+        return cached
+      }
       if (unknown.get(hashHex, Date.now()) !== undefined) return yield* invalidKey()
       const startedAt = epoch
       const rows = yield* sql<{ id: string; user_id: string }>`
@@ -189,6 +239,7 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       }
       const principal: Principal = { userId: row.user_id, keyId: row.id, scopes: apiKeyScopes }
       if (cacheable) known.set(hashHex, principal, listening ? listenTtlMs : shortTtlMs, Date.now())
+      noteUse(hashHex)
       return principal
     })
 

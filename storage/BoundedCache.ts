@@ -30,6 +30,11 @@ export class BoundedCache<K, V> {
     }
   }
 
+  /** When the entry expires (ms), without counting as a use; undefined when absent. */
+  expiresAt(key: K): number | undefined {
+    return this.entries.get(key)?.expiresAt
+  }
+
   delete(key: K): void {
     this.entries.delete(key)
   }
