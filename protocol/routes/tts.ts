@@ -18,11 +18,12 @@ import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { Accounts } from "../../storage/Accounts.ts"
 import { VoiceCloning } from "../../actors/VoiceCloning.ts"
 import type { VoiceCloneRow } from "../../storage/VoiceClones.ts"
-import { notFound, unauthorized } from "../ApiError.ts"
+import { ApiError, notFound, unauthorized } from "../ApiError.ts"
 import { decodeJsonBody, decodeQuery } from "../decode.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
-import { AudioWithTimestamps, TextToSpeechRequest, TtsQuery, Voice, VoicesList } from "../schemas/Tts.ts"
+import { AudioWithTimestamps, TextToSpeechRequest, TtsQuery, Voice, VoicesList, VoicesPage } from "../schemas/Tts.ts"
+import { searchVoices, VoicesSearchQuery } from "../VoiceSearch.ts"
 
 export interface TtsRouteOptions {
   readonly apiBase: string
@@ -109,6 +110,28 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             ...clones.map((c) => cloneJson(c, options.siteUrl(), apiBase))
           ]
           return Reply.json(200, { voices })
+        })
+    },
+    {
+      method: "GET",
+      // The v2 list sits beside v1 under the same /api prefix (…/v1 → …/v2).
+      path: `${apiBase.replace(/\/v1$/, "/v2")}/voices`,
+      auth: "key",
+      operationId: "searchVoices",
+      summary: "Voices, filtered and paged as the SDKs' voices.search() asks (protocol/VoiceSearch.ts)",
+      tags: ["voices"],
+      query: VoicesSearchQuery,
+      responses: { 200: { description: "one page of voices", schema: VoicesPage }, 400: { description: "malformed query", schema: ErrorBody } },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          yield* decodeQuery(VoicesSearchQuery, ctx)
+          const s = yield* Synthesizer
+          const clones = yield* callerClones(ctx.principal?.userId)
+          const page = searchVoices([
+            ...s.voices.map((v) => ({ json: voiceJson(v, options.siteUrl(), apiBase), language: v.engineVoice.language, createdAtUnix: 0 })),
+            ...clones.map((c) => ({ json: cloneJson(c, options.siteUrl(), apiBase), language: c.language, createdAtUnix: Math.floor(c.createdAt.getTime() / 1000) }))
+          ], ctx.request.query)
+          return page instanceof ApiError ? yield* page : Reply.json(200, page)
         })
     },
     {

@@ -47,6 +47,14 @@ export const Voice = Schema.Struct({
 
 export const VoicesList = Schema.Struct({ voices: Schema.Array(Voice) }).annotate({ identifier: "VoicesList" })
 
+/** `GET /v2/voices` (protocol/VoiceSearch.ts). */
+export const VoicesPage = Schema.Struct({
+  voices: Schema.Array(Voice),
+  has_more: Schema.Boolean,
+  total_count: Schema.Finite,
+  next_page_token: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "VoicesPage" })
+
 export const Alignment = Schema.Struct({
   characters: Schema.Array(Schema.String),
   character_start_times_seconds: Schema.Array(Schema.Finite),

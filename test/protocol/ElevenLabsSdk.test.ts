@@ -97,6 +97,19 @@ t.test("voices.getAll and voices.get parse", async (t) => {
   t.match(one, { voiceId: "emma-en", category: "premade", labels: { language: "en" } })
 })
 
+t.test("voices.search (GET /v2/voices) filters and pages the way the SDK expects", async (t) => {
+  const first = await client.voices.search({ pageSize: 5, voiceType: "default", language: "en" })
+  t.equal(first.voices.length, 5)
+  t.ok(first.voices.every((v) => v.category === "premade" && v.labels?.language === "en"), "English presets only")
+  t.equal(first.hasMore, true)
+  t.ok(first.totalCount > 5, `${first.totalCount} English presets`)
+  const second = await client.voices.search({ pageSize: 5, voiceType: "default", language: "en", nextPageToken: first.nextPageToken! })
+  t.notOk(second.voices.some((v) => first.voices.some((f) => f.voiceId === v.voiceId)), "the next page does not repeat the first")
+  const named = await client.voices.search({ search: "emma" })
+  t.ok(named.voices.some((v) => v.voiceId === "emma-en"), "search finds emma-en")
+  t.equal((await sdkError(t, () => client.voices.search({ pageSize: 500 })))?.statusCode, 400)
+})
+
 t.test("errors surface as the SDK's error types with the status", async (t) => {
   const unknown = await sdkError(t, () => client.voices.get("no-such-voice"))
   t.equal(unknown?.statusCode, 404)
