@@ -15,6 +15,7 @@ import { Transcriber, TranscriberLive } from "../actors/Transcription.ts"
 import { SpeakerLabellerLive } from "../actors/Diarization.ts"
 import { sttRoutes } from "../protocol/routes/stt.ts"
 import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
+import { userRoutes } from "../protocol/routes/user.ts"
 import { voiceRoutes } from "../protocol/routes/voices.ts"
 import { localBlobStoreLayer } from "../storage/BlobStore.ts"
 import { VoiceClonesLive } from "../storage/VoiceClones.ts"
@@ -95,6 +96,7 @@ export const startServer = Effect.gen(function*() {
       ahead: config.workers
     }),
     ...voiceRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp") }),
+    ...userRoutes(config.apiBase),
     ...sttRoutes({
       apiBase: config.apiBase,
       tmpDir: path.join(config.dataDir, "tmp"),

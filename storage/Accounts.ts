@@ -92,6 +92,8 @@ export interface AccountsShape {
   /** Adds credits; returns the new balance. */
   readonly grantCredits: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
   readonly balance: (userId: string) => Effect.Effect<number, AccountsError | SqlError>
+  /** The user with its current balance. */
+  readonly getUser: (userId: string) => Effect.Effect<User, AccountsError | SqlError>
   /** Spends credits atomically; returns the remaining balance, or fails with InsufficientCredits. */
   readonly debit: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
   /** Gives back credits debited for work that then failed; returns the new balance. */
@@ -369,6 +371,14 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       return toNumber(row.credits)
     })
 
+    const getUser = Effect.fn("Accounts.getUser")(function*(userId: string) {
+      const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date }>`
+        SELECT id, name, credits, created_at FROM users WHERE id = ${userId}`
+      const row = rows[0]
+      if (row === undefined) return yield* userNotFound(userId)
+      return { userId: row.id, name: row.name, credits: toNumber(row.credits), createdAt: row.created_at } satisfies User
+    })
+
     const debit = Effect.fn("Accounts.debit")(function*(userId: string, amount: number) {
       yield* requireAmount("debit", amount)
       // One statement: the row lock taken by UPDATE makes check-and-subtract atomic, so
@@ -397,6 +407,7 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       listUsers,
       grantCredits,
       balance,
+      getUser,
       debit,
       refund
     })

@@ -110,6 +110,22 @@ t.test("voices.search (GET /v2/voices) filters and pages the way the SDK expects
   t.equal((await sdkError(t, () => client.voices.search({ pageSize: 500 })))?.statusCode, 400)
 })
 
+t.test("user.get and user.subscription.get parse; the limit is the balance and falls as credits are spent", async (t) => {
+  const { apiKey: ownKey, userId } = await service.newUser(5_000)
+  const own = new ElevenLabsClient({ apiKey: ownKey, baseUrl: `${service.siteUrl}/api`, maxRetries: 0 })
+  const user = await own.user.get()
+  t.equal(user.userId, userId)
+  t.equal(user.subscription.characterLimit - user.subscription.characterCount, 5_000, "remaining = limit − count = the balance")
+  t.equal(user.subscription.status, "active")
+  t.type(user.createdAt, "number")
+  await collect(await own.textToSpeech.convert(VOICE, { text: "Tere!", outputFormat: "pcm_16000" }))
+  const after = await own.user.subscription.get()
+  t.equal(after.characterLimit - after.characterCount, 5_000 - "Tere!".length, "5 characters spent")
+  t.equal(after.voiceSlotsUsed, 0, "no clones")
+  const anonymous = new ElevenLabsClient({ apiKey: "", baseUrl: `${service.siteUrl}/api`, maxRetries: 0 })
+  t.equal((await sdkError(t, () => anonymous.user.get()))?.statusCode, 401)
+})
+
 t.test("errors surface as the SDK's error types with the status", async (t) => {
   const unknown = await sdkError(t, () => client.voices.get("no-such-voice"))
   t.equal(unknown?.statusCode, 404)
