@@ -22,7 +22,7 @@ import { ApiError, notFound, unauthorized } from "../ApiError.ts"
 import { decodeJsonBody, decodeQuery } from "../decode.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
-import { AudioWithTimestamps, TextToSpeechRequest, TtsQuery, Voice, VoicesList, VoicesPage } from "../schemas/Tts.ts"
+import { AudioWithTimestamps, TextToSpeechRequest, TtsQuery, Voice, VoiceSettings, VoicesList, VoicesPage } from "../schemas/Tts.ts"
 import { searchVoices, VoicesSearchQuery } from "../VoiceSearch.ts"
 
 export interface TtsRouteOptions {
@@ -67,8 +67,28 @@ const callerClones = (userId: string | undefined) =>
   Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
     cloning._tag === "None" || userId === undefined ? Effect.succeed([] as ReadonlyArray<VoiceCloneRow>) : cloning.value.listClones(userId))
 
+/**
+ * What GET /voices/{id}/settings reports for every voice: ElevenLabs' defaults. Requests may
+ * send any of them; only `speed` changes the audio here (SPEC 2.4).
+ */
+const DEFAULT_VOICE_SETTINGS: typeof VoiceSettings.Type = { stability: 0.5, similarity_boost: 0.75, style: 0, use_speaker_boost: true, speed: 1 }
+
 export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Services>> => {
   const { apiBase } = options
+
+  /** A preset, or the caller's own clone; anyone else's clone is the same 404 as an unknown id. */
+  const voiceById = (ctx: RequestContext) =>
+    Effect.flatMap(Synthesizer, (s) => {
+      const voiceId = ctx.params.voice_id!
+      const unknown = notFound(`voice "${voiceId}" not found`, "voice_not_found")
+      const preset = s.findVoice(voiceId)
+      if (preset !== undefined) return Effect.succeed(voiceJson(preset, options.siteUrl(), apiBase))
+      if (!voiceId.startsWith("vc_") || ctx.principal === null) return Effect.fail(unknown)
+      return Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
+        cloning._tag === "None"
+          ? Effect.fail(unknown)
+          : Effect.map(cloning.value.getClone(ctx.principal!.userId, voiceId), (c) => cloneJson(c, options.siteUrl(), apiBase)))
+    })
 
   const prepare = (ctx: RequestContext, chunkingAllowed: boolean) =>
     Effect.gen(function*() {
@@ -142,21 +162,27 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
       summary: "One voice",
       tags: ["voices"],
       responses: { 200: { description: "the voice", schema: Voice }, 404: { description: "unknown voice", schema: ErrorBody } },
-      handler: (ctx) =>
-        Effect.flatMap(Synthesizer, (s) => {
-          const preset = s.findVoice(ctx.params.voice_id!)
-          if (preset === undefined && ctx.params.voice_id!.startsWith("vc_") && ctx.principal !== null) {
-            // Only the owner sees a clone; anyone else gets the same 404 as an unknown id.
-            return Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
-              cloning._tag === "None"
-                ? Effect.fail(notFound(`voice "${ctx.params.voice_id}" not found`, "voice_not_found"))
-                : Effect.map(cloning.value.getClone(ctx.principal!.userId, ctx.params.voice_id!), (c) =>
-                  Reply.json(200, cloneJson(c, options.siteUrl(), apiBase))))
-          }
-          return preset === undefined
-            ? Effect.fail(notFound(`voice "${ctx.params.voice_id}" not found`, "voice_not_found"))
-            : Effect.succeed(Reply.json(200, voiceJson(preset, options.siteUrl(), apiBase)))
-        })
+      handler: (ctx) => Effect.map(voiceById(ctx), (voice) => Reply.json(200, voice))
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/settings/default`,
+      auth: "key",
+      operationId: "getDefaultVoiceSettings",
+      summary: "Default voice settings (beyond the SPEC, for the SDKs); only speed changes the audio here",
+      tags: ["voices"],
+      responses: { 200: { description: "the settings", schema: VoiceSettings } },
+      handler: () => Effect.succeed(Reply.json(200, DEFAULT_VOICE_SETTINGS))
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/{voice_id}/settings`,
+      auth: "key",
+      operationId: "getVoiceSettings",
+      summary: "A voice's settings: the defaults for every voice (beyond the SPEC, for the SDKs)",
+      tags: ["voices"],
+      responses: { 200: { description: "the settings", schema: VoiceSettings }, 404: { description: "unknown voice", schema: ErrorBody } },
+      handler: (ctx) => Effect.map(voiceById(ctx), () => Reply.json(200, DEFAULT_VOICE_SETTINGS))
     },
     {
       method: "GET",

@@ -126,6 +126,13 @@ t.test("user.get and user.subscription.get parse; the limit is the balance and f
   t.equal((await sdkError(t, () => anonymous.user.get()))?.statusCode, 401)
 })
 
+t.test("voices.settings.getDefault and voices.settings.get parse", async (t) => {
+  const defaults = await client.voices.settings.getDefault()
+  t.equal(defaults.speed, 1)
+  t.same(await client.voices.settings.get("emma-en"), defaults, "every voice reports the defaults")
+  t.equal((await sdkError(t, () => client.voices.settings.get("no-such-voice")))?.statusCode, 404)
+})
+
 t.test("errors surface as the SDK's error types with the status", async (t) => {
   const unknown = await sdkError(t, () => client.voices.get("no-such-voice"))
   t.equal(unknown?.statusCode, 404)
