@@ -278,7 +278,9 @@ export const planClone = async (input: PlanInput): Promise<PlanResult> => {
   const refRange = ref.f0 !== null ? ref.f0.p95St - ref.f0.p5St : 0
   const baseRange = baseProfile.f0 !== null ? baseProfile.f0.p95St - baseProfile.f0.p5St : 0
   let pitchRange = refRange > 0.5 && baseRange > 0.5 ? clamp(refRange / baseRange, 0.5, 2) : 1
-  if (Math.abs(pitchRange - 1) < 0.1) pitchRange = 1
+  // The p5–p95 range of one voice varies by 10–15 % between texts and with its pitch level, and
+  // reshaping the contour is PSOLA (costs quality): differences under 20 % are left alone.
+  if (Math.abs(pitchRange - 1) < 0.2) pitchRange = 1
   const warp = ref.vocalTract !== null && baseProfile.vocalTract !== null
     ? clamp(baseProfile.vocalTract.lengthCm / ref.vocalTract.lengthCm, 0.85, 1.18)
     : 1

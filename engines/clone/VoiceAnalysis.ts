@@ -4,8 +4,8 @@
  *
  * Input: 16 kHz mono float speech; optional speech segments (ms, from VAD) restrict the frames
  * used. Frames are FrameFeatures.ts's (25 ms, 10 ms hop). Measured:
- *  - F0 (Pitch.ts autocorrelation) over voiced frames: median in Hz, and the 5th / median /
- *    95th percentiles in semitones re 100 Hz (range = p95 − p5).
+ *  - F0 (Pitch.ts autocorrelation) over voiced frames, octave errors folded back: median in
+ *    Hz, and the 5th / median / 95th percentiles in semitones re 100 Hz (range = p95 − p5).
  *  - Speaking rate: syllable nuclei per second of active speech, nuclei being prominent peaks
  *    (≥ 2 dB above the dips around them, ≥ 100 ms apart, within 25 dB of the loudest, voiced)
  *    of the smoothed 300–3000 Hz energy envelope; also words per second of VAD speech when a
@@ -231,6 +231,27 @@ const frameFormants = (pcm: Float32Array, at: number, window: Float64Array, fft:
   return out.length === 4 ? out : undefined
 }
 
+/**
+ * Autocorrelation pitch sometimes locks onto half the period: on espeak et+m1, 5–8 % of frames
+ * read an octave high, which pushed the 95th percentile from −1 to +13 semitones and the range
+ * ×3. A frame 9 or more semitones from the median is moved by whole octaves toward it and kept
+ * if it lands within 5 semitones; otherwise it is dropped.
+ */
+const foldOctaveErrors = (semitones: ReadonlyArray<number>): Array<number> => {
+  if (semitones.length === 0) return []
+  const mid = median(semitones)
+  const out: Array<number> = []
+  for (const s of semitones) {
+    if (Math.abs(s - mid) < 9) {
+      out.push(s)
+      continue
+    }
+    const folded = s - 12 * Math.round((s - mid) / 12)
+    if (Math.abs(folded - mid) <= 5) out.push(folded)
+  }
+  return out
+}
+
 export const analyzeVoice = (pcm: Float32Array, options: AnalysisOptions = {}): VoiceProfile => {
   const t = frameTrack(pcm, options)
   const speechMs = options.segments !== undefined
@@ -243,7 +264,7 @@ export const analyzeVoice = (pcm: Float32Array, options: AnalysisOptions = {}): 
   let speechFrames = 0
   for (let i = 0; i < t.frames; i++) speechFrames += t.inSpeech[i]!
 
-  const st = voiced.map((i) => 12 * Math.log2(t.f0[i]! / 100)).sort((a, b) => a - b)
+  const st = foldOctaveErrors(voiced.map((i) => 12 * Math.log2(t.f0[i]! / 100))).sort((a, b) => a - b)
   const f0 = st.length >= 10
     ? {
       medianHz: 100 * 2 ** (percentile(st, 0.5) / 12),
