@@ -16,7 +16,7 @@ import { presetsForLanguage } from "../engines/tts/Voices.ts"
 import type { VadSegmentsInput, VadSegmentsOutput } from "../engines/vad/tasks.ts"
 import { type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
 import { BlobStore } from "../storage/BlobStore.ts"
-import { newCloneId, type VoiceCloneRow, VoiceClones, VoiceClonesError } from "../storage/VoiceClones.ts"
+import { type CloneChanges, newCloneId, type VoiceCloneRow, VoiceClones, VoiceClonesError } from "../storage/VoiceClones.ts"
 import { previewSentence } from "./Synthesizer.ts"
 import { transcriptionFromMedia, transcriptionFromPool } from "./TranscriptionError.ts"
 
@@ -45,13 +45,30 @@ export interface CreateCloneRequest {
   readonly file: string
 }
 
+export interface EditCloneRequest {
+  readonly userId: string
+  readonly voiceId: string
+  readonly name: string
+  readonly description?: string | undefined
+  readonly labels?: Readonly<Record<string, string>> | undefined
+  readonly refText?: string | undefined
+  /** A new sample (local path, removed by the caller), or none to keep the current one. */
+  readonly file?: string | undefined
+}
+
 export class VoiceCloning extends Context.Service<VoiceCloning, {
   readonly createClone: (request: CreateCloneRequest) => Effect.Effect<VoiceCloneRow, unknown>
+  /** NotFound (404) for unknown, deleted or someone else's clones; NameTaken (409). */
+  readonly editClone: (request: EditCloneRequest) => Effect.Effect<void, unknown>
   /** NotFound (404) for unknown, deleted or someone else's clones. */
   readonly deleteClone: (userId: string, voiceId: string) => Effect.Effect<void, unknown>
   readonly listClones: (userId: string) => Effect.Effect<ReadonlyArray<VoiceCloneRow>, unknown>
   readonly getClone: (userId: string, voiceId: string) => Effect.Effect<VoiceCloneRow, unknown>
 }>()("speech/actors/VoiceCloning") {}
+
+/** What the `profile` column holds; Synthesizer.resolveVoice reads `plan`. */
+const storedProfile = (analysis: CloneAnalyzeOutput) =>
+  ({ profile: analysis.profile, plan: analysis.plan, candidates: analysis.candidates.slice(0, 5), dropped: analysis.dropped })
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1)
 const mapPool = (e: PoolError) => transcriptionFromPool(e)
@@ -63,23 +80,13 @@ export const VoiceCloningLive = Layer.effect(
     const blobs = yield* BlobStore
     const clones = yield* VoiceClones
 
-    const createClone = Effect.fn("VoiceCloning.createClone")(function*(request: CreateCloneRequest) {
-      const name = request.name.trim()
-      if (name === "") return yield* new VoiceCloneError({ reason: "InvalidRequest", message: "name is required" })
-      if (name.length > MAX_NAME_CHARS) {
-        return yield* new VoiceCloneError({ reason: "InvalidRequest", message: `name is longer than ${MAX_NAME_CHARS} characters` })
-      }
-      const language = request.language.trim().toLowerCase()
-      if (presetsForLanguage(language).length === 0) {
-        return yield* new VoiceCloneError({ reason: "UnsupportedLanguage", message: `no base voice speaks language "${language}"; GET /v1/voices lists the languages` })
-      }
-      // Fail fast on a taken name; the unique index still decides under a race.
-      if (yield* clones.nameTaken(request.userId, name)) {
-        return yield* new VoiceClonesError({ reason: "NameTaken", message: `you already have a voice clone named "${name}"; delete it or choose another name` })
-      }
-
+    /**
+     * One sample → its transcript and the worker's analysis (profile + plan): decode, VAD
+     * (6–30 s of speech), ASR when no transcript was given and the language has an engine.
+     */
+    const analyseSample = Effect.fn("VoiceCloning.analyseSample")(function*(file: string, language: string, givenRefText: string | undefined) {
       const audio = yield* Effect.tryPromise({
-        try: (signal) => decodeMedia(request.file, { signal, maxDurationMs: 10 * 60_000 }),
+        try: (signal) => decodeMedia(file, { signal, maxDurationMs: 10 * 60_000 }),
         catch: transcriptionFromMedia
       })
       const vadCopy = audio.pcm.slice()
@@ -101,7 +108,7 @@ export const VoiceCloningLive = Layer.effect(
         })
       }
 
-      let refText = request.refText?.trim() || undefined
+      let refText = givenRefText?.trim() || undefined
       if (refText === undefined && ASR_LANGUAGES.has(language)) {
         const parts = yield* Effect.forEach(vad.segments, (segment) => {
           const from = Math.floor((segment.startMs * SAMPLE_RATE) / 1000)
@@ -124,6 +131,25 @@ export const VoiceCloningLive = Layer.effect(
         { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] }
       )
 
+      return { refText, analysis }
+    })
+
+    const createClone = Effect.fn("VoiceCloning.createClone")(function*(request: CreateCloneRequest) {
+      const name = request.name.trim()
+      if (name === "") return yield* new VoiceCloneError({ reason: "InvalidRequest", message: "name is required" })
+      if (name.length > MAX_NAME_CHARS) {
+        return yield* new VoiceCloneError({ reason: "InvalidRequest", message: `name is longer than ${MAX_NAME_CHARS} characters` })
+      }
+      const language = request.language.trim().toLowerCase()
+      if (presetsForLanguage(language).length === 0) {
+        return yield* new VoiceCloneError({ reason: "UnsupportedLanguage", message: `no base voice speaks language "${language}"; GET /v1/voices lists the languages` })
+      }
+      // Fail fast on a taken name; the unique index still decides under a race.
+      if (yield* clones.nameTaken(request.userId, name)) {
+        return yield* new VoiceClonesError({ reason: "NameTaken", message: `you already have a voice clone named "${name}"; delete it or choose another name` })
+      }
+
+      const { refText, analysis } = yield* analyseSample(request.file, language, request.refText)
       const voiceId = newCloneId()
       const sampleBlobKey = `clones/${voiceId}/sample`
       yield* blobs.putFile(sampleBlobKey, request.file)
@@ -135,9 +161,42 @@ export const VoiceCloningLive = Layer.effect(
         labels: request.labels ?? {},
         refText: refText ?? null,
         sampleBlobKey,
-        profile: { profile: analysis.profile, plan: analysis.plan, candidates: analysis.candidates.slice(0, 5), dropped: analysis.dropped },
+        profile: storedProfile(analysis),
         previewText: request.previewText?.trim() || previewSentence(language)
       }).pipe(Effect.onError(() => blobs.delete(sampleBlobKey).pipe(Effect.ignore)))
+    })
+
+    /**
+     * SDK `voices.update`: rename, new description or labels, and with a file a new sample (the
+     * analysis and plan are redone; the old sample blob is removed once the row points at the
+     * new one). The clone keeps its id and language.
+     */
+    const editClone = Effect.fn("VoiceCloning.editClone")(function*(request: EditCloneRequest) {
+      const name = request.name.trim()
+      if (name === "") return yield* new VoiceCloneError({ reason: "InvalidRequest", message: "name is required" })
+      if (name.length > MAX_NAME_CHARS) {
+        return yield* new VoiceCloneError({ reason: "InvalidRequest", message: `name is longer than ${MAX_NAME_CHARS} characters` })
+      }
+      const current = yield* clones.get(request.userId, request.voiceId)
+      const changes: CloneChanges = {
+        name,
+        ...(request.description !== undefined ? { description: request.description.trim() || null } : {}),
+        ...(request.labels !== undefined ? { labels: request.labels } : {})
+      }
+      if (request.file === undefined) {
+        yield* clones.update(request.userId, request.voiceId, changes)
+        return
+      }
+      const { refText, analysis } = yield* analyseSample(request.file, current.language, request.refText)
+      const sampleBlobKey = `clones/${request.voiceId}/sample-${Date.now().toString(36)}`
+      yield* blobs.putFile(sampleBlobKey, request.file)
+      const { before } = yield* clones.update(request.userId, request.voiceId, {
+        ...changes,
+        refText: refText ?? null,
+        sampleBlobKey,
+        profile: storedProfile(analysis)
+      }).pipe(Effect.onError(() => blobs.delete(sampleBlobKey).pipe(Effect.ignore)))
+      yield* blobs.delete(before.sampleBlobKey).pipe(Effect.ignore)
     })
 
     const deleteClone = Effect.fn("VoiceCloning.deleteClone")(function*(userId: string, voiceId: string) {
@@ -147,6 +206,7 @@ export const VoiceCloningLive = Layer.effect(
 
     return {
       createClone,
+      editClone,
       deleteClone,
       listClones: (userId) => clones.list(userId),
       getClone: (userId, voiceId) => clones.get(userId, voiceId)

@@ -31,6 +31,9 @@ export interface VoiceCloneRow {
 
 export type NewVoiceClone = Omit<VoiceCloneRow, "createdAt" | "userId" | "voiceId"> & { readonly voiceId?: string }
 
+/** What `update` may change; absent fields stay as they are. */
+export type CloneChanges = Partial<Pick<VoiceCloneRow, "name" | "description" | "labels" | "refText" | "sampleBlobKey" | "profile">>
+
 export const newCloneId = (): string => `vc_${randomBytes(10).toString("hex")}`
 
 export interface VoiceClonesShape {
@@ -41,6 +44,14 @@ export interface VoiceClonesShape {
   /** NotFound for unknown, deleted, or someone else's clones. */
   readonly get: (userId: string, voiceId: string) => Effect.Effect<VoiceCloneRow, VoiceClonesError | SqlError>
   readonly nameTaken: (userId: string, name: string) => Effect.Effect<boolean, SqlError>
+  /**
+   * Changes an active clone in place (NameTaken, NotFound as above). Returns the row as it was
+   * and as it is, so the caller can remove a replaced sample blob.
+   */
+  readonly update: (userId: string, voiceId: string, changes: CloneChanges) => Effect.Effect<{
+    readonly before: VoiceCloneRow
+    readonly after: VoiceCloneRow
+  }, VoiceClonesError | SqlError>
   /** Marks the clone deleted; returns the row as it was (the caller removes its blob). */
   readonly remove: (userId: string, voiceId: string) => Effect.Effect<VoiceCloneRow, VoiceClonesError | SqlError>
 }
@@ -124,6 +135,25 @@ export const makeVoiceClones = Effect.gen(function*() {
     return rows.length > 0
   })
 
+  const update = Effect.fn("VoiceClones.update")(function*(userId: string, voiceId: string, changes: CloneChanges) {
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      const current = yield* sql<Row>`
+        SELECT ${columns} FROM voice_clones WHERE id = ${voiceId} AND user_id = ${userId} AND deleted_at IS NULL FOR UPDATE`
+      if (current[0] === undefined) return yield* notFound(voiceId)
+      const before = toClone(current[0])
+      const next = { ...before, ...changes }
+      const rows = yield* sql<Row>`
+        UPDATE voice_clones SET name = ${next.name}, description = ${next.description},
+          labels = ${JSON.stringify(next.labels)}::jsonb, ref_text = ${next.refText},
+          sample_blob_key = ${next.sampleBlobKey}, profile = ${JSON.stringify(next.profile)}::jsonb
+        WHERE id = ${voiceId}
+        RETURNING ${columns}`.pipe(
+        Effect.catchIf((e) => isUniqueViolation(e), () => Effect.fail(nameTaken(next.name)))
+      )
+      return { before, after: toClone(rows[0]!) }
+    }))
+  })
+
   const remove = Effect.fn("VoiceClones.remove")(function*(userId: string, voiceId: string) {
     const rows = yield* sql<Row>`
       UPDATE voice_clones SET deleted_at = now()
@@ -133,7 +163,7 @@ export const makeVoiceClones = Effect.gen(function*() {
     return toClone(rows[0])
   })
 
-  return VoiceClones.of({ create, list, get, nameTaken: isTaken, remove })
+  return VoiceClones.of({ create, list, get, nameTaken: isTaken, update, remove })
 })
 
 export const VoiceClonesLive: Layer.Layer<VoiceClones, never, SqlClient> = Layer.effect(VoiceClones, makeVoiceClones)

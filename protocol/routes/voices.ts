@@ -41,6 +41,15 @@ const AddVoiceRequest = Schema.Struct({
   remove_background_noise: Schema.optional(Schema.String).annotate({ description: "accepted and ignored" })
 }).annotate({ identifier: "AddVoiceRequest" })
 
+const EditVoiceRequest = Schema.Struct({
+  name: Schema.String.annotate({ description: `required (the SDK always sends it); at most ${MAX_NAME_CHARS} characters` }),
+  files: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "a new sample replacing the current one (same rules as POST /voices/add); omit to keep it" }),
+  refText: Schema.optional(Schema.String).annotate({ description: "transcript of the new sample" }),
+  description: Schema.optional(Schema.String).annotate({ description: "omit to keep; empty clears" }),
+  labels: Schema.optional(Schema.String).annotate({ description: "JSON object of string values; omit to keep" }),
+  remove_background_noise: Schema.optional(Schema.String).annotate({ description: "accepted and ignored" })
+}).annotate({ identifier: "EditVoiceRequest" })
+
 const AddVoiceResponse = Schema.Struct({ voice_id: Schema.String, requires_verification: Schema.Boolean }).annotate({ identifier: "AddVoiceResponse" })
 const DeleteVoiceResponse = Schema.Struct({ status: Schema.String }).annotate({ identifier: "DeleteVoiceResponse" })
 
@@ -114,13 +123,53 @@ export const voiceRoutes = (options: VoiceRouteOptions): ReadonlyArray<Route<Voi
     },
     handler: (ctx) =>
       Effect.gen(function*() {
-        const voiceId = ctx.params.voice_id!
-        const synthesizer = yield* Synthesizer
-        if (synthesizer.findVoice(voiceId) !== undefined) return yield* badRequest(`"${voiceId}" is a preset voice; only your clones can be deleted`)
-        if (!voiceId.startsWith("vc_")) return yield* notFound(`voice "${voiceId}" not found`, "voice_not_found")
+        const voiceId = yield* cloneIdOf(ctx.params.voice_id!, "deleted")
         const cloning = yield* VoiceCloning
         yield* cloning.deleteClone(ctx.principal!.userId, voiceId)
         return Reply.json(200, { status: "ok" })
       })
+  },
+  {
+    method: "POST",
+    path: `${options.apiBase}/voices/{voice_id}/edit`,
+    auth: "key",
+    operationId: "editVoice",
+    summary: "Rename one of your clones, change its description or labels, or give it a new sample (beyond the SPEC, for the SDKs' voices.update)",
+    tags: ["voices"],
+    requestBody: { contentType: "multipart/form-data", schema: EditVoiceRequest },
+    responses: {
+      200: { description: "changed", schema: DeleteVoiceResponse },
+      400: { description: "a preset voice, missing or too long name, bad labels, a sample with too little or too much speech", schema: ErrorBody },
+      404: { description: "not one of your clones", schema: ErrorBody },
+      409: { description: "you already have another clone of that name", schema: ErrorBody },
+      413: { description: "sample over 10 MB", schema: ErrorBody },
+      415: { description: "the file is not audio or video", schema: ErrorBody }
+    },
+    handler: (ctx) =>
+      withMultipart(ctx, { tmpDir: options.tmpDir, maxFileBytes: MAX_SAMPLE_BYTES, fileFields: new Set(["files"]), maxFiles: 1 }, (form) =>
+        Effect.gen(function*() {
+          const voiceId = yield* cloneIdOf(ctx.params.voice_id!, "edited")
+          const f = form.fields
+          const cloning = yield* VoiceCloning
+          yield* cloning.editClone({
+            userId: ctx.principal!.userId,
+            voiceId,
+            name: f.name ?? "",
+            description: f.description,
+            labels: f.labels === undefined ? undefined : yield* parseLabels(f.labels),
+            refText: f.refText,
+            file: form.files[0]?.path
+          })
+          return Reply.json(200, { status: "ok" })
+        }))
   }
 ]
+
+/** The id of a clone to change: presets are 400, ids that cannot be clones the usual 404. */
+const cloneIdOf = (voiceId: string, what: string) =>
+  Effect.flatMap(Synthesizer, (synthesizer) =>
+    synthesizer.findVoice(voiceId) !== undefined
+      ? Effect.fail(badRequest(`"${voiceId}" is a preset voice; only your clones can be ${what}`))
+      : voiceId.startsWith("vc_")
+      ? Effect.succeed(voiceId)
+      : Effect.fail(notFound(`voice "${voiceId}" not found`, "voice_not_found")))

@@ -168,6 +168,48 @@ t.test("previews: presets public, clones only with the owner's key", async (t) =
   t.ok(rms(parseWav(new Uint8Array(await own.arrayBuffer())).channelData[0]!) > 0.01, "the preview speaks")
 })
 
+/** POST /voices/{id}/edit the way the SDK's voices.update sends it. */
+const editVoice = (voiceId: string, key: string, fields: Record<string, string>, file?: Uint8Array) => {
+  const form = new FormData()
+  for (const [k, v] of Object.entries(fields)) form.append(k, v)
+  if (file !== undefined) form.append("files", new Blob([file as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }), "new.wav")
+  return fetch(`${service.base}/voices/${voiceId}/edit`, { method: "POST", headers: { "xi-api-key": key }, body: form })
+}
+
+t.test("edit: owner only; rename, labels, description; a new sample replaces the old one", async (t) => {
+  await expectError(t, await editVoice(aliceClone, bob.apiKey, { name: "Mine now" }), 404, "voice_not_found")
+  await expectError(t, await editVoice("james-en", alice.apiKey, { name: "James" }), 400)
+  await expectError(t, await editVoice(aliceClone, alice.apiKey, { name: "" }), 400)
+
+  const res = await editVoice(aliceClone, alice.apiKey, { name: "Keeper", description: "renamed", labels: JSON.stringify({ mood: "calm" }) })
+  t.equal(res.status, 200, await res.clone().text())
+  t.same(await res.json(), { status: "ok" })
+  const edited = await (await call("GET", `/voices/${aliceClone}`, alice.apiKey)).json() as { name: string; description: string; labels: Record<string, string> }
+  t.same([edited.name, edited.description, edited.labels], ["Keeper", "renamed", { mood: "calm" }])
+
+  // A second clone may not take the first one's name.
+  const other = await addVoice({ fields: { name: "Other", language: "en", refText: SENTENCE }, files: [tenSeconds] })
+  t.equal(other.status, 200)
+  const otherId = (await other.json() as { voice_id: string }).voice_id
+  await expectError(t, await editVoice(otherId, alice.apiKey, { name: "Keeper" }), 409, "voice_name_taken")
+  t.equal((await call("DELETE", `/voices/${otherId}`, alice.apiKey)).status, 200)
+
+  // A sample with too little speech changes nothing, not even the name sent with it.
+  const before = blobFiles()
+  await expectError(t, await editVoice(aliceClone, alice.apiKey, { name: "Short" }, threeSeconds), 400, "sample_too_short")
+  t.equal(((await (await call("GET", `/voices/${aliceClone}`, alice.apiKey)).json()) as { name: string }).name, "Keeper")
+  t.same(blobFiles(), before, "the stored sample is untouched")
+
+  const replaced = await editVoice(aliceClone, alice.apiKey, { name: "Keeper", refText: SENTENCE }, tenSeconds)
+  t.equal(replaced.status, 200, await replaced.clone().text())
+  const after = blobFiles()
+  t.equal(after.length, 1, "one sample is stored")
+  t.notSame(after, before, "and it is the new one")
+  const spoken = await call("POST", `/text-to-speech/${aliceClone}?output_format=pcm_24000`, alice.apiKey, { text: "Still speaking after the edit." })
+  t.equal(spoken.status, 200)
+  t.ok(rms(int16ToFloat(bytesLEToInt16(new Uint8Array(await spoken.arrayBuffer())))) > 0.01, "the clone still speaks")
+})
+
 t.test("delete: owner only, removes the sample, frees the name", async (t) => {
   await expectError(t, await call("DELETE", `/voices/${aliceClone}`, bob.apiKey), 404)
   await expectError(t, await call("DELETE", "/voices/james-en", alice.apiKey), 400)
