@@ -76,6 +76,15 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       const handled = route.auth === "none"
         ? route.handler(x.context(null))
         : Effect.flatMap(authorize(route, x.headers, options), (principal) => route.handler(x.context(principal)))
+      // A handler that is already a successful whole reply (the model list, health) is answered
+      // here, without a fiber: the cheapest path for what load balancers and SDKs poll most.
+      if (Exit.isExit(handled) && Exit.isSuccess(handled)) {
+        const reply = handled.value as Reply<unknown>
+        if (reply._tag === "Full") {
+          x.finish(sendFull(x, reply))
+          return
+        }
+      }
       const program = handled.pipe(
         Effect.flatMap((reply) => send(x, reply)),
         Effect.catchCause((cause) => failed(x, cause))
@@ -318,20 +327,25 @@ export const setResourceMetadataUrl = (url: string) => {
 /** The WWW-Authenticate value of every 401, for refusals answered outside this bridge (WebSocket upgrades). */
 export const authenticateChallenge = (): string => wwwAuthenticate
 
+/** Writes a whole reply at once; returns its status. */
+const sendFull = (exchange: Exchange, reply: Extract<Reply, { _tag: "Full" }>): number => {
+  const res = exchange.res
+  exchange.body?.release()
+  res.cork(() => {
+    writeHead(res, reply.status, exchange.requestId, reply.headers)
+    res.end(reply.body, exchange.body?.unread ?? false)
+  })
+  exchange.headSent = true
+  return reply.status
+}
+
 const send = <R>(exchange: Exchange, reply: Reply<R>): Effect.Effect<number, unknown, R> => {
   const res = exchange.res
   const requestId = exchange.requestId
   if (exchange.aborted) return statusEffect(499)
   exchange.body?.release()
-  if (reply._tag === "Full") {
-    // `send` runs inside the fiber (a flatMap continuation), so writing here is in order.
-    res.cork(() => {
-      writeHead(res, reply.status, requestId, reply.headers)
-      res.end(reply.body, exchange.body?.unread ?? false)
-    })
-    exchange.headSent = true
-    return statusEffect(reply.status)
-  }
+  // `send` runs inside the fiber (a flatMap continuation), so writing here is in order.
+  if (reply._tag === "Full") return statusEffect(sendFull(exchange, reply))
   // The head goes out with the first chunk, so a failure before any audio still gets a normal
   // error status (SPEC 4.1 rule 3).
   const writer: ResponseWriter = {
