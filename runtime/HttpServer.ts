@@ -299,8 +299,11 @@ const authorize = <R>(route: Route<R>, headers: Readonly<Record<string, string>>
   return options.authenticate(credential) as Effect.Effect<Principal | null, unknown>
 }
 
+/** "200 OK" and friends, built once: a template string per response shows in profiles. */
+const statusLines = new Map(Object.entries(statusText).map(([code, text]) => [Number(code), `${code} ${text}`]))
+
 const writeHead = (res: uWS.HttpResponse, status: number, requestId: string, headers: Readonly<Record<string, string>>) => {
-  res.writeStatus(`${status} ${statusText[status] ?? ""}`)
+  res.writeStatus(statusLines.get(status) ?? `${status} `)
   res.writeHeader("x-request-id", requestId)
   for (const k in headers) res.writeHeader(k, headers[k]!)
 }
