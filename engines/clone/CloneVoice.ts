@@ -13,6 +13,9 @@
  *  3. Spectral envelope: the base audio, pitch-shifted and warped, is measured again and per-band
  *     gains = LTAS(ref) − LTAS(base'), smoothed over neighbouring bands and clamped, are added;
  *     one refinement pass measures the equalised audio and adds half the residual.
+ *  4. The warp and the spectral correction stay only if they bring the clone closer to the
+ *     sample in the embedding (greedy removal); pitch and rate are always matched (espeak by its
+ *     own pitch parameter, searched until the median F0 is within a quarter tone).
  * Synthesis (`renderClone`): base engine at the planned rate → TD-PSOLA (Expressive.ts) to the
  * planned F0 level and range → one STFT pass that warps each frame's cepstrally smoothed
  * envelope by α and applies the band gains → the base's loudness, soft-limited. Deterministic.
