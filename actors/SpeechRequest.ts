@@ -3,10 +3,11 @@
  * segmentation, ordered synthesis with look-ahead, and the output container (WAV, raw PCM,
  * µ-law). The HTTP routes choose between `whole` (sync) and `stream`; both share this code.
  *
- * Credits: the text's characters are debited before any synthesis and refunded for the part that
- * was never delivered (all of it when the first segment fails).
+ * Credits: the text's characters are debited while the first segment is synthesized, before any
+ * audio is delivered, and refunded for the part that was never delivered (all of it when the
+ * first segment fails).
  */
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import { type OutputFormat, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
@@ -62,7 +63,7 @@ const wholeText = (text: string) => {
   return { text: text.slice(charStart, charEnd), charStart, charEnd }
 }
 
-/** Validates, resolves and bills; nothing is synthesized yet. */
+/** Validates and resolves; nothing is synthesized or billed yet (runSegments bills). */
 export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input: SpeechInput) {
   yield* checkText(input.text)
   const synthesizer = yield* Synthesizer
@@ -75,10 +76,6 @@ export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input:
   const segments = expressive?.segments ?? (input.chunking
     ? segmentSentences(input.text, { locale: voice.language })
     : [wholeText(input.text)])
-  if (input.userId !== null) {
-    const accounts = yield* Accounts
-    yield* accounts.debit(input.userId, input.text.length)
-  }
   return {
     voice,
     format,
@@ -127,6 +124,13 @@ export const runSegments = <E, R>(
     const priorityOf = (index: number): Priority => (index === 0 ? options.priority : "batch")
     let offsetMs = 0
     let deliveredChars = 0
+    // The debit (a database round trip) runs while the first segment is synthesized and gates
+    // its delivery: out of credits still answers 402 before any audio, and the round trip is
+    // off the time to first audio. Uninterruptible, so that once it ran its outcome is known
+    // to the refund below.
+    const debit = yield* Effect.forkChild(
+      speech.userId === null ? Effect.void : Effect.uninterruptible(Effect.flatMap(Accounts, (a) => a.debit(speech.userId!, speech.text.length)))
+    )
     const run = synthesizeInOrder(
       speech.segments,
       options.ahead,
@@ -144,13 +148,18 @@ export const runSegments = <E, R>(
       },
       (output, segment, index) =>
         Effect.gen(function*() {
+          if (index === 0) yield* Fiber.join(debit)
           yield* emit({ segment, index, output, offsetMs })
           offsetMs += (output.pcm.length * 1000) / output.sampleRate
           deliveredChars = segment.charEnd
         })
     )
     return yield* run.pipe(
-      Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : refund(speech, speech.text.length - deliveredChars)))
+      Effect.onExit((exit) =>
+        exit._tag === "Success"
+          ? Effect.void
+          : Effect.flatMap(Fiber.await(debit), (charged) =>
+            charged._tag === "Success" ? refund(speech, speech.text.length - deliveredChars) : Effect.void))
     )
   })
 
