@@ -97,6 +97,13 @@ export const TranscriberLive = (options: { readonly concurrency: number }) =>
           const diarizeMs = performance.now() - diarizeStarted
           // "und" (ISO 639 undetermined) when nothing was recognised: language_code is never null.
           const language = words.length > 0 ? parts[0]?.language ?? request.language ?? "en" : "und"
+          yield* Effect.logInfo("transcribed", {
+            audioMs: Math.round(audio.durationMs),
+            speechSegments: vad.segments.length,
+            words: words.length,
+            diarized: request.diarize,
+            ms: { decode: Math.round(decodeMs), vad: Math.round(vadMs), asr: Math.round(asrMs), diarize: Math.round(diarizeMs) }
+          })
           return {
             language,
             languageDetected: words.length > 0,

@@ -153,7 +153,7 @@ export const VoiceCloningLive = Layer.effect(
       const voiceId = newCloneId()
       const sampleBlobKey = `clones/${voiceId}/sample`
       yield* blobs.putFile(sampleBlobKey, request.file)
-      return yield* clones.create(request.userId, {
+      const row = yield* clones.create(request.userId, {
         voiceId,
         name,
         language,
@@ -164,6 +164,16 @@ export const VoiceCloningLive = Layer.effect(
         profile: storedProfile(analysis),
         previewText: request.previewText?.trim() || previewSentence(language)
       }).pipe(Effect.onError(() => blobs.delete(sampleBlobKey).pipe(Effect.ignore)))
+      yield* Effect.logInfo("voice clone created", {
+        voiceId,
+        userId: request.userId,
+        language,
+        baseVoiceId: analysis.plan.baseVoiceId,
+        speechMs: Math.round(analysis.profile.speechMs),
+        analysisMs: Math.round(analysis.engineMs),
+        dropped: analysis.dropped
+      })
+      return row
     })
 
     /**

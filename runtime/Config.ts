@@ -49,7 +49,7 @@ export const settings = {
   workers: setting("WORKERS", "Inference worker threads in the pool", "number of CPUs", intIn("WORKERS", cpuCount, 1, 256)),
   poolMaxQueue: setting("POOL_MAX_QUEUE", "Tasks that may wait for a worker before new work is refused with 503", "512", intIn("POOL_MAX_QUEUE", 512, 1, 1_000_000)),
   maxJsonBodyBytes: setting("MAX_JSON_BODY_BYTES", "Largest JSON request body, bytes", String(mib), intIn("MAX_JSON_BODY_BYTES", mib, 1024, 64 * mib)),
-  logLevel: setting("LOG_LEVEL", `Log level: ${logLevels.join(", ")}`, "info", Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as const))),
+  logLevel: setting("LOG_LEVEL", `Log level: ${logLevels.join(", ")}; debug also writes one line per HTTP request (method, path, route, status, ms, request id)`, "info", Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as const))),
   shutdownGraceMs: setting("SHUTDOWN_GRACE_MS", "After SIGTERM, how long in-flight requests and streams may run before they are cut, ms", "10000", intIn("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000)),
   piperVoicesDir: setting("PIPER_VOICES_DIR", "Directory of Piper voices (*.onnx + *.onnx.json); unset: Piper off", "(unset)", Config.option(Config.String("PIPER_VOICES_DIR"))),
   wsEnabled: setting("WS_ENABLED", "WebSocket text-to-speech sessions (stream-input, multi-stream-input); false answers their upgrades with 503", "true", Config.Boolean("WS_ENABLED").pipe(Config.withDefault(true))),

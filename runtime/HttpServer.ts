@@ -26,6 +26,8 @@ export interface HttpServerOptions<R> {
   /** Resolves a presented credential (API key or access token) to its principal. */
   readonly authenticate: (credential: string) => Effect.Effect<Principal, unknown>
   readonly metrics: HttpMetrics
+  /** One JSON line per finished request on stdout (LOG_LEVEL debug or trace). */
+  readonly accessLog?: boolean
   /** Lets later features (WebSocket routes) attach to the same app before it listens. */
   readonly configure?: (app: uWS.TemplatedApp) => Effect.Effect<void, never, R | Scope.Scope>
 }
@@ -50,6 +52,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
     let emptied: (() => void) | undefined
     let draining = false
     metricsSink = options.metrics
+    accessLog = options.accessLog ?? false
 
     const app = uWS.App()
 
@@ -87,7 +90,9 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       }
       const program = handled.pipe(
         Effect.flatMap((reply) => send(x, reply)),
-        Effect.catchCause((cause) => failed(x, cause))
+        Effect.catchCause((cause) => failed(x, cause)),
+        // Every log line of the request (actors included) carries its id.
+        Effect.annotateLogs("requestId", x.requestId)
       )
       const fiber = runFork(program)
       x.fiber = fiber
@@ -226,12 +231,29 @@ class Exchange {
   }
 
   finish(status: number): void {
-    metricsSink?.record(this.routeLabel, this.method, this.aborted ? 499 : status, (performance.now() - this.started) / 1000)
+    const final = this.aborted ? 499 : status
+    const ms = performance.now() - this.started
+    metricsSink?.record(this.routeLabel, this.method, final, ms / 1000)
+    if (accessLog) {
+      // Written directly, not through Effect's logger: this runs outside any fiber, per request.
+      process.stdout.write(JSON.stringify({
+        time: new Date().toISOString(),
+        level: "debug",
+        msg: "request",
+        method: this.method,
+        path: this.path,
+        route: this.routeLabel,
+        status: final,
+        ms: Math.round(ms * 10) / 10,
+        requestId: this.requestId
+      }) + "\n")
+    }
   }
 }
 
-/** Set by the server at start: where finished requests are counted. */
+/** Set by the server at start: where finished requests are counted, and whether they are logged. */
 let metricsSink: HttpMetrics | undefined
+let accessLog = false
 
 const failed = (x: Exchange, cause: Cause.Cause<unknown>): Effect.Effect<number> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.interrupt

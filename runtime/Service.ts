@@ -142,6 +142,7 @@ export const startServer = Effect.gen(function*() {
     router: new Router(routes),
     authenticate: (credential) => accounts.authenticate(credential),
     metrics,
+    accessLog: config.logLevel === "debug" || config.logLevel === "trace",
     configure: webSockets.register
   }).pipe(
     Effect.provideService(SiteInfo, site),
