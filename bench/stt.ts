@@ -24,6 +24,7 @@
  * Run: npm run bench:stt. Knobs: BENCH_ROUNDS (default 3), BENCH_BATCH (concurrent requests in
  * (b), default 2 × max workers), BENCH_MAX_WORKERS (default CPU count), BENCH_INPUT (ogg | wav).
  */
+import { SENTENCES, VOICES } from "../test/engines/asr/speechFixtures.ts"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
@@ -43,19 +44,6 @@ const batch = Number(process.env.BENCH_BATCH ?? 2 * maxWorkers)
 const input = process.env.BENCH_INPUT === "wav" ? "wav" : "ogg"
 const MiB = 1024 * 1024
 
-const SENTENCES = [
-  "The weather is nice today and we are going to the park.",
-  "Please call me back when you get this message.",
-  "I would like to order a large pizza with cheese.",
-  "The meeting has been moved to next Tuesday afternoon.",
-  "She reads a book every night before going to sleep.",
-  "Can you tell me how to get to the train station?",
-  "We need to finish this report by the end of the week.",
-  "My brother works as a doctor in a small town.",
-  "The children played in the garden all afternoon.",
-  "Thank you very much for your help with the project."
-]
-const VOICES = ["slt", "rms", "awb", "kal16"]
 
 /** ~60 s of 16 kHz speech: sentences in turn by the four voices, 400-900 ms pauses. */
 const makeAudio = async (targetSeconds: number): Promise<Int16Array> => {

@@ -33,6 +33,7 @@
  * deterministic: the engines are, and all noise comes from a seeded PRNG (seed from the part's
  * offset).
  */
+import { mulberry32 } from "../audio/Prng.ts"
 import { levinson } from "../audio/Lpc.ts"
 import { rms } from "../audio/Pcm.ts"
 import type { Effect, Emotion, ExpressivePart, SpeechPart, Style } from "./ExpressiveTags.ts"
@@ -246,17 +247,6 @@ export const crossfadeConcat = (pieces: ReadonlyArray<Float32Array>, fade: numbe
   return { samples: out, offsets }
 }
 
-/** mulberry32: small, fast, deterministic; uniform in [0, 1). */
-export const prng = (seed: number): (() => number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const seedFor = (charStart: number) => (Math.imul(charStart + 1, 0x9e3779b1) ^ 0x5eed) >>> 0
 
@@ -605,7 +595,7 @@ export const lpcWhisper = (x: Float32Array, sr: number, seed: number): Float32Ar
   const pre = new Float64Array(x.length)
   for (let i = 0; i < x.length; i++) pre[i] = x[i]! - 0.9 * (x[i - 1] ?? 0)
   const out = new Float32Array(x.length)
-  const rand = prng(seed)
+  const rand = mulberry32(seed)
   const frame = new Float64Array(size)
   const r = new Float64Array(order + 1)
   const y = new Float64Array(size)
@@ -719,7 +709,7 @@ const ms = (v: number, sr: number) => Math.round((v * sr) / 1000)
  * 60 ms tail (CHUCKLE_MS = 800). Each burst is 20 % softer and 6 % lower than the one before.
  */
 const chuckle = (sr: number, voiceF0: number, seed: number): Float32Array => {
-  const rand = prng(seed)
+  const rand = mulberry32(seed)
   const total = ms(CHUCKLE_MS, sr)
   const source = new Float64Array(total)
   const bursts = 4
@@ -760,7 +750,7 @@ const chuckle = (sr: number, voiceF0: number, seed: number): Float32Array => {
 
 /** 90 ms rise, 370 ms fade, 40 ms silence (EXHALE_MS = 500); breath noise shaped at 500/1500 Hz. */
 const exhale = (sr: number, seed: number): Float32Array => {
-  const rand = prng(seed)
+  const rand = mulberry32(seed)
   const total = ms(EXHALE_MS, sr)
   const rise = ms(90, sr)
   const fade = ms(370, sr)

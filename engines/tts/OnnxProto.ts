@@ -13,6 +13,7 @@
  * "randomness" for good; noise repeats only after 2^20 values (~60 s of a 192-channel latent at
  * 86 frames/s). Subgraphs (If/Loop bodies) are left alone; Piper exports have none.
  */
+import { mulberry32 } from "../audio/Prng.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Wire format
@@ -280,17 +281,6 @@ const readVarints = (packed: Uint8Array): Array<bigint> => {
   return out
 }
 
-/** Seeded PRNG (mulberry32): uniform in [0, 1). */
-const mulberry32 = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const noiseBank = (seed: number, kind: "normal" | "uniform"): Float32Array => {
   const next = mulberry32(seed)
