@@ -6,12 +6,19 @@
  * at once and the rest of the body is not read (the bridge then closes the connection).
  * Backpressure: a chunk is handed to the parser only after the previous one was accepted, and
  * the socket stays paused while that waits, so a slow disk slows the client, not memory.
- * Temporary files are removed when `withMultipart`'s body ends, whatever happens.
+ * Temporary files are removed when `withMultipart`'s body ends, whatever happens: after every
+ * write stream has closed, since a stream destroyed while its file is still being opened creates
+ * the file afterwards (removing first left empty files behind truncated uploads).
+ *
+ * Hazard: every part stream busboy hands out, kept or discarded, errors when the parser is
+ * destroyed mid-part (413, client gone, malformed body); an 'error' without a listener ends the
+ * process, so each one gets a listener the moment it appears.
  */
 import busboy from "busboy"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
-import { createWriteStream, mkdirSync, rmSync } from "node:fs"
+import { createWriteStream, mkdirSync, rmSync, type WriteStream } from "node:fs"
+import type { Readable } from "node:stream"
 import * as path from "node:path"
 import { type ApiError, badRequest, payloadTooLarge, unsupportedMediaType } from "./ApiError.ts"
 import type { RequestContext } from "./Http.ts"
@@ -50,14 +57,35 @@ export const withMultipart = <A, E, R>(
   options: MultipartOptions,
   use: (form: MultipartForm) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E | ApiError, R> => {
-  const written: Array<string> = []
-  const cleanup = Effect.sync(() => {
-    for (const file of written) rmSync(file, { force: true })
-  })
-  return Effect.flatMap(parse(ctx, options, written), use).pipe(Effect.ensuring(cleanup))
+  const temp: TempFiles = { paths: [], streams: [] }
+  return Effect.flatMap(parse(ctx, options, temp), use).pipe(Effect.ensuring(removeTempFiles(temp)))
 }
 
-const parse = (ctx: RequestContext, options: MultipartOptions, written: Array<string>): Effect.Effect<MultipartForm, ApiError> =>
+interface TempFiles {
+  readonly paths: Array<string>
+  readonly streams: Array<WriteStream>
+}
+
+/** Closes every write stream (waiting for its 'close'), then removes the files. */
+const removeTempFiles = (temp: TempFiles) =>
+  Effect.promise(async () => {
+    await Promise.all(temp.streams.map((out) =>
+      out.closed ? undefined : new Promise<void>((resolve) => {
+        out.once("close", () => resolve())
+        out.destroy()
+      })
+    ))
+    for (const file of temp.paths) rmSync(file, { force: true })
+  })
+
+/** Reads a part to nowhere; its 'error' (parser destroyed mid-part) is expected and ignored. */
+const discard = (stream: Readable) => {
+  stream.on("error", ignore)
+  stream.resume()
+}
+const ignore = () => {}
+
+const parse = (ctx: RequestContext, options: MultipartOptions, temp: TempFiles): Effect.Effect<MultipartForm, ApiError> =>
   Effect.suspend(() => {
     const contentType = ctx.request.headers["content-type"] ?? ""
     if (!/^multipart\/form-data/i.test(contentType)) {
@@ -89,16 +117,18 @@ const parse = (ctx: RequestContext, options: MultipartOptions, written: Array<st
     }
     parser.on("field", (name, value, info) => {
       if (info.valueTruncated) return fail(badRequest(`field ${name} is longer than ${maxFieldBytes} bytes`))
+      // PostgreSQL text cannot hold NUL, and no field here has a use for it.
+      if (value.includes("\u0000") || name.includes("\u0000")) return fail(badRequest(`field ${name.replaceAll("\u0000", "")} contains a NUL character`))
       fields[name] = value
     })
     parser.on("file", (name, stream, info) => {
       if (!options.fileFields.has(name) || files.length >= (options.maxFiles ?? Infinity) || failure !== undefined) {
-        stream.resume()
-        return
+        return discard(stream)
       }
       const file = path.join(options.tmpDir, `upload-${randomBytes(8).toString("hex")}`)
-      written.push(file)
+      temp.paths.push(file)
       const out = createWriteStream(file)
+      temp.streams.push(out)
       const entry = { field: name, path: file, bytes: 0, filename: info.filename ?? "", declaredType: info.mimeType ?? "" }
       files.push(entry)
       stream.on("data", (d: Buffer) => {
@@ -111,7 +141,7 @@ const parse = (ctx: RequestContext, options: MultipartOptions, written: Array<st
       stream.on("limit", () => {
         fail(payloadTooLarge(options.maxFileBytes))
         stream.unpipe(out)
-        stream.resume()
+        discard(stream)
         out.destroy()
       })
       pendingWrites.push(new Promise((resolve) => {
