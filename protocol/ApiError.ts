@@ -73,6 +73,10 @@ const table: Record<string, Mapping> = {
   "RemoteMediaError.Unreachable": { status: 400, code: "url_unreachable", exposeMessage: true },
   "RemoteMediaError.HttpStatus": { status: 400, code: "url_unreachable", exposeMessage: true },
   "RemoteMediaError.TimedOut": { status: 400, code: "url_timeout", exposeMessage: true },
+  // The database cannot be reached (down, network cut, credentials refused): the client may
+  // retry later; the details (addresses, driver messages) stay in the log.
+  "SqlError.ConnectionError": { status: 503, code: "database_unavailable", exposeMessage: false },
+  "SqlError.AuthenticationError": { status: 503, code: "database_unavailable", exposeMessage: false },
   "OutputFormatError.UnsupportedCodec": { status: 415, code: "unsupported_output_format", exposeMessage: true },
   "OutputFormatError.UnsupportedSampleRate": { status: 415, code: "unsupported_output_format", exposeMessage: true },
   "OutputFormatError.Malformed": { status: 415, code: "unsupported_output_format", exposeMessage: true }
@@ -89,7 +93,9 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
   if (failure instanceof ApiError) return { error: failure, internal: failure.status >= 500 }
   const tagged = failure as { _tag?: unknown; reason?: unknown; message?: unknown }
   if (typeof tagged?._tag === "string") {
-    const row = table[`${tagged._tag}.${String(tagged.reason)}`]
+    // Effect's SqlError carries its reason as a tagged object, not a string.
+    const reason = typeof tagged.reason === "object" && tagged.reason !== null ? (tagged.reason as { _tag?: unknown })._tag : tagged.reason
+    const row = table[`${tagged._tag}.${String(reason)}`]
     if (row !== undefined) {
       const message = row.exposeMessage && typeof tagged.message === "string" && tagged.message.length > 0
         ? tagged.message
@@ -101,7 +107,11 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
 }
 
 const genericMessage = (status: number): string =>
-  status === 502 ? "the engine failed to process the request" : "internal server error; see the server log for the request id"
+  status === 502
+    ? "the engine failed to process the request"
+    : status === 503
+    ? "a service this request needs is unavailable; retry later"
+    : "internal server error; see the server log for the request id"
 
 export const statusText: Record<number, string> = {
   200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
