@@ -115,7 +115,7 @@ export const startServer = Effect.gen(function*() {
   const readiness = Readiness.of({
     checks: [
       { name: "database", run: databaseReady.pipe(Effect.provideService(SqlClient, sql)) },
-      { name: "worker_pool", run: pool.ping.pipe(Effect.timeout("5 seconds")) }
+      { name: "worker_pool", run: pool.ready.pipe(Effect.timeout("5 seconds")) }
     ]
   })
   const webSockets = makeTtsWebSockets({

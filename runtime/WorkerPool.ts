@@ -86,11 +86,21 @@ export class WorkerPool extends Context.Service<WorkerPool, {
    * threads cannot start, piscina stops spawning them and waiting tasks never run.
    */
   readonly ping: Effect.Effect<{ readonly pid: number; readonly threadId: number }, PoolError>
+  /**
+   * Readiness ("can serve"), not load: a busy pool is ready as long as it makes progress (a task
+   * finished within `STALL_MS`); an idle one is pinged. Queueing a ping behind a full queue
+   * would call a loaded pool unready, and a load balancer would drop the instance exactly under
+   * load; how busy it is, is what the queue-depth metric says.
+   */
+  readonly ready: Effect.Effect<void, PoolError>
   readonly stats: () => PoolStats
 }>()("speech/runtime/WorkerPool") {
   /** The pool for the life of the layer's scope; see `make`. */
   static readonly layer = (options: WorkerPoolOptions) => Layer.effect(WorkerPool, make(options))
 }
+
+/** A busy pool with no task finished for this long is stuck, not busy, ms (longest tasks: ~20 s). */
+const STALL_MS = 60_000
 
 const bootstrap = new URL("./worker.mjs", import.meta.url).href
 const defaultTaskModule = new URL("../engines/worker.ts", import.meta.url).href
@@ -140,6 +150,8 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
   const lanes = new Lanes()
   let running = 0
   let completed = 0
+  /** performance.now() of the last task that finished, or of start-up. */
+  let lastProgress = performance.now()
   let closed = false
 
   const piscina = yield* Effect.acquireRelease(
@@ -180,6 +192,7 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
   const settled = (ranToOutcome: boolean) => {
     running--
     if (ranToOutcome) completed++
+    lastProgress = performance.now()
     pump()
   }
 
@@ -245,9 +258,19 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
   // The first task goes to a thread piscina already counts as ready, so this fails, not hangs.
   yield* ping
 
+  const ready = Effect.suspend((): Effect.Effect<void, PoolError> => {
+    const fail = (reason: PoolErrorReason, message: string) => Effect.fail(new PoolError({ reason, kind: "pool.ready", message }))
+    if (closed) return fail("Closed", "worker pool closed")
+    if (piscina.threads.length === 0) return fail("WorkerCrashed", "no worker thread is alive")
+    if (running === 0 && lanes.size === 0) return Effect.asVoid(ping)
+    const idleMs = performance.now() - lastProgress
+    return idleMs <= STALL_MS ? Effect.void : fail("WorkerCrashed", `busy, but no task has finished for ${Math.round(idleMs / 1000)} s`)
+  })
+
   return WorkerPool.of({
     run,
     ping,
+    ready,
     stats: () => ({
       threads: piscina.threads.length,
       // piscina holds a task only briefly, while a replacement thread starts.

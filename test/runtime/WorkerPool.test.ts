@@ -115,6 +115,23 @@ t.test("a full queue fails fast with QueueFull", (t) =>
       t.notOk(events.seen("full.3"), "the refused task never ran")
     })))
 
+t.test("a busy pool with a full queue is still ready (readiness is not load)", (t) =>
+  withPool({ workers: 1, maxQueue: 2 }, (pool) =>
+    Effect.gen(function*() {
+      yield* safely("idle readiness", pool.ready)
+      const gate = yield* forkNow(gateTask(pool, "ready.gate"))
+      yield* events.started("ready.gate")
+      const waiting = [yield* forkNow(sleepTask(pool, "ready.1")), yield* forkNow(sleepTask(pool, "ready.2"))]
+      yield* statsReach(pool, "a full queue", (s) => s.queueSize === 2)
+      // What /readyz used before: a ping cannot even queue now.
+      t.match(yield* Effect.flip(pool.ping), { reason: "QueueFull" }, "a ping is refused by the full queue")
+      yield* safely("busy readiness", pool.ready)
+      t.pass("ready while every thread is busy and the queue is full")
+      events.open("ready.gate")
+      yield* safely("queued tasks", Fiber.join(gate))
+      for (const fiber of waiting) yield* safely("queued tasks", Fiber.join(fiber))
+    })))
+
 t.test("realtime tasks overtake queued batch tasks", (t) =>
   withPool({ workers: 1, maxQueue: 8 }, (pool) =>
     Effect.gen(function*() {
