@@ -13,7 +13,7 @@
 import uWS from "@based/uws"
 import { Cause, Duration, Effect, Exit, Fiber, Scope } from "effect"
 import { randomBytes } from "node:crypto"
-import { ApiError, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
+import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
 import type { BodyReader, Principal, Reply, RequestContext, ResponseWriter, Route } from "../protocol/Http.ts"
 import type { HttpMetrics } from "./Metrics.ts"
 import { RequestBody } from "./RequestBody.ts"
@@ -69,6 +69,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       if (match._tag === "NotFound") {
         return x.reject(new ApiError({ status: 404, code: "not_found", message: `no route for ${x.method} ${x.path}` }))
       }
+      if (match._tag === "BadParam") return x.reject(badRequest(match.message))
       if (match._tag === "MethodNotAllowed") {
         const allow = match.allow.join(", ")
         return x.reject(new ApiError({ status: 405, code: "method_not_allowed", message: `${x.method} is not allowed on ${x.path}; allowed: ${allow}`, headers: { allow } }))

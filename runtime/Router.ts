@@ -1,7 +1,8 @@
 /**
  * Matches a method and path against the route table. Static paths are one map lookup (the hot
  * path for `/api/v1/models` and friends); templated paths are compared segment by segment.
- * A path that exists under another method gives 405 with `Allow`, anything else 404.
+ * A path that exists under another method gives 405 with `Allow`, anything else 404; a
+ * parameter holding a NUL character gives 400.
  */
 import type { Route } from "../protocol/Http.ts"
 
@@ -9,6 +10,8 @@ export type Match<R> =
   | { readonly _tag: "Found"; readonly route: Route<R>; readonly params: Record<string, string> }
   | { readonly _tag: "MethodNotAllowed"; readonly allow: ReadonlyArray<string> }
   | { readonly _tag: "NotFound" }
+  /** The path matched a route but a parameter cannot be an id (a NUL character). */
+  | { readonly _tag: "BadParam"; readonly message: string }
 
 interface Template<R> {
   readonly segments: ReadonlyArray<string | { readonly param: string }>
@@ -72,7 +75,14 @@ export class Router<R> {
           }
         }
       }
-      if (ok) return pick(t.byMethod, method, params)
+      if (ok) {
+        // PostgreSQL text cannot hold NUL, and no id has one: refuse it here, once, for every
+        // route, rather than let it reach a query as a driver error (a 500).
+        for (const name in params) {
+          if (params[name]!.includes("\u0000")) return { _tag: "BadParam", message: `path parameter ${name} contains a NUL character` }
+        }
+        return pick(t.byMethod, method, params)
+      }
     }
     return { _tag: "NotFound" }
   }
