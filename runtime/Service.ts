@@ -27,6 +27,7 @@ import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/rout
 import { Accounts, accountsLayer } from "../storage/Accounts.ts"
 import { Database, databaseLayer, databaseReady } from "../storage/Database.ts"
 import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
+import { uncaughtFaults } from "./FaultGuard.ts"
 import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
 import { loggingLayer } from "./Logging.ts"
 import { HttpMetrics, renderMetrics } from "./Metrics.ts"
@@ -130,6 +131,7 @@ export const startServer = Effect.gen(function*() {
       { name: "worker_pool_running", description: "Tasks running on workers", read: () => pool.stats().running },
       { name: "worker_pool_threads", description: "Worker threads alive", read: () => pool.stats().threads },
       { name: "http_in_flight", description: "HTTP requests and streams in progress", read: () => server.inFlight() },
+      { name: "process_uncaught_faults", description: "Exceptions and rejections no handler caught, kept from ending the process (each is logged)", read: uncaughtFaults },
       { name: "tts_ws_sessions_active", description: "Open WebSocket text-to-speech sessions", read: webSockets.activeSessions },
       { name: "tts_ws_sessions_backpressured", description: "WebSocket sessions waiting for their client to read", read: webSockets.backpressuredSessions },
       { name: "tts_ws_buffered_bytes", description: "Bytes held in WebSocket send buffers", read: webSockets.bufferedBytes }

@@ -1,11 +1,16 @@
 /**
  * Process entry: read the configuration, start the service, and shut down gracefully on SIGTERM
  * or SIGINT (stop accepting, let in-flight requests and streams finish up to SHUTDOWN_GRACE_MS,
- * then close the worker pool and the database). A second signal exits at once.
+ * then close the worker pool and the database). A second signal exits at once. Faults nobody
+ * caught are logged and counted, and the process goes on (runtime/FaultGuard.ts).
  */
 import { Effect, Exit, Scope } from "effect"
 import { AppConfigFromEnv, AppConfig, InvalidConfigError } from "./Config.ts"
+import { installFaultGuard } from "./FaultGuard.ts"
 import { runService } from "./Service.ts"
+
+// Before anything else runs: one request's uncaught fault must never end every other session.
+installFaultGuard()
 
 const program = Effect.gen(function*() {
   const config = yield* AppConfig
