@@ -12,7 +12,7 @@ import {
   streamingHeader,
   synthesizeWhole
 } from "../../actors/SpeechRequest.ts"
-import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
+import { previewSentence, requestedLanguage, Synthesizer } from "../../actors/Synthesizer.ts"
 import { encodeWav } from "../../engines/audio/Wav.ts"
 import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { Accounts } from "../../storage/Accounts.ts"
@@ -94,7 +94,11 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     Effect.gen(function*() {
       const query = yield* decodeQuery(TtsQuery, ctx)
       const body = yield* decodeJsonBody(TextToSpeechRequest, ctx, options.maxJsonBodyBytes)
+      const language = yield* requestedLanguage(
+        nonEmpty(query.language) ?? nonEmpty(query.language_code) ?? nonEmpty(body.language_code) ?? nonEmpty(ctx.request.headers["x-speak-language"])
+      )
       return yield* prepareSpeech({
+        language,
         voiceId: ctx.params.voice_id!,
         text: body.text,
         speed: body.voice_settings?.speed ?? 1,
@@ -331,6 +335,15 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     }
   ]
 }
+
+/**
+ * The language of a TTS request, first given wins: `?language=`, `?language_code=`, the body's
+ * `language_code`, the `X-Speak-Language` header. The query beats the header as on the
+ * WebSocket; the body, the request's own words, beats the header (often set per connection by a
+ * proxy or client default). Blank values count as absent; a value that loses is never parsed.
+ */
+const nonEmpty = (value: string | null | undefined): string | undefined =>
+  value === undefined || value === null || value.trim() === "" ? undefined : value
 
 /** Moves segment-relative word timings into the coordinates of a larger text and timeline. */
 const shiftWord = <W extends { charStart: number; charEnd: number; startMs: number; endMs: number }>(w: W, chars: number, ms: number): W => ({
