@@ -171,7 +171,8 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     {
       method: "GET",
       path: `${apiBase}/voices/settings/default`,
-      auth: "key",
+      // Public as at ElevenLabs: constant data, and elevenlabs-node calls it without a key.
+      auth: "none",
       operationId: "getDefaultVoiceSettings",
       summary: "Default voice settings (beyond the SPEC, for the SDKs); only speed changes the audio here",
       tags: ["voices"],
