@@ -52,14 +52,17 @@ const voiceJson = (v: PresetVoice, siteUrl: string, apiBase: string): typeof Voi
   labels: { ...v.labels }
 })
 
-/** A clone as SPEC 2.2 Voice; its preview needs the owner's credential. */
+/**
+ * A clone as SPEC 2.2 Voice; its preview needs the owner's credential. `labels.language` is the
+ * clone's language (given, or worked out from the sample), as presets show theirs.
+ */
 export const cloneJson = (c: VoiceCloneRow, siteUrl: string, apiBase: string): typeof Voice.Type => ({
   voice_id: c.voiceId,
   name: c.name,
   category: "cloned",
   description: c.description,
   preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(c.voiceId)}/preview`,
-  labels: { ...c.labels }
+  labels: { ...c.labels, language: c.language }
 })
 
 /** The caller's clones when clone storage is configured (VoiceCloning provided), else none. */
@@ -206,9 +209,15 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             const voice = yield* synthesizer.resolveVoice(voiceId, ctx.principal.userId)
             const cloning = yield* Effect.serviceOption(VoiceCloning)
             const row = cloning._tag === "Some" ? yield* cloning.value.getClone(ctx.principal.userId, voiceId) : undefined
+            // Made once per version of the clone (VoiceCloning's cache, dropped on edit/delete).
+            const headers = { "content-type": "audio/wav", "cache-control": "private, no-store" }
+            const cached = row !== undefined && cloning._tag === "Some" ? cloning.value.cachedPreview(row) : undefined
+            if (cached !== undefined) return Reply.bytes(200, cached, headers)
             const text = row?.previewText ?? previewSentence(voice.language)
             const out = yield* synthesizer.synthesize({ voice, text, speed: 1, sampleRate: 24000, priority: "batch" })
-            return Reply.bytes(200, encodeWav(out.pcm, out.sampleRate), { "content-type": "audio/wav", "cache-control": "private, no-store" })
+            const wav = encodeWav(out.pcm, out.sampleRate)
+            if (row !== undefined && cloning._tag === "Some") cloning.value.keepPreview(row, wav)
+            return Reply.bytes(200, wav, headers)
           }
           const voice = yield* synthesizer.resolveVoice(voiceId)
           const cached = previews.get(voiceId)
