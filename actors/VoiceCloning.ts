@@ -186,7 +186,8 @@ export const VoiceCloningLive = Layer.effect(
       // No language given: the transcript's language, else the sound of the sample, else the
       // other texts, else Estonian (actors/CloneLanguage.ts).
       let language = givenLanguage ?? languageOfText(refText)
-      if (refText === undefined && (language === undefined || ASR_LANGUAGES.has(language))) {
+      // The recogniser runs to hear whether the sample is English, or to transcribe an English one.
+      if (language === undefined || (refText === undefined && ASR_LANGUAGES.has(language))) {
         const parts = yield* Effect.forEach(vad.segments, (segment) => {
           const from = Math.floor((segment.startMs * SAMPLE_RATE) / 1000)
           const to = Math.min(audio.pcm.length, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
@@ -201,7 +202,7 @@ export const VoiceCloningLive = Layer.effect(
         if (language === undefined && soundsEnglish(words)) language = "en"
         const text = words.map((w) => w.text).join(" ").trim()
         // Recognised English words are a transcript only of English speech.
-        refText = text === "" || language !== "en" ? undefined : text
+        if (refText === undefined && language === "en" && text !== "") refText = text
       }
       language ??= hints.map(languageOfText).find((l) => l !== undefined) ?? DEFAULT_LANGUAGE
 

@@ -7,9 +7,12 @@
  * The English sample is real human speech: the LibriVox clips of Debian's pocketsphinx-testdata
  * (installed by scripts/setup.sh). The others are spoken by the service's espeak presets.
  */
+import fc from "fast-check"
 import * as fs from "node:fs"
 import t, { type Test } from "tap"
-import { parseWav, encodeWav } from "../../engines/audio/Wav.ts"
+import { languageOfText } from "../../actors/CloneLanguage.ts"
+import { encodeWav, parseWav } from "../../engines/audio/Wav.ts"
+import { presetsForLanguage } from "../../engines/tts/Voices.ts"
 import { startTestService } from "../support/service.ts"
 
 const service = await startTestService(t, { WORKERS: "2" })
@@ -170,4 +173,34 @@ t.test("NUL in clone fields and ids is 400, never 500", async (t) => {
     t.not((await fetch(`${service.base}/text-to-speech/${bad}`, { method: "POST", headers: { "content-type": "application/json", "xi-api-key": alice.apiKey }, body: JSON.stringify({ text: "Tere" }) })).status, 500, `TTS with ${bad}`)
   }
   t.equal((await voice(id)).labels.language, "et", "the clone is untouched")
+})
+
+t.test("property: a NUL anywhere in an edited name, description or label is 400, and changes nothing", async (t) => {
+  const id = await created(t, await addVoice({ name: "Nul target", language: "et" }, estonianSample))
+  const withNul = fc.tuple(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 })).map(([a, b]) => `${a}\u0000${b}`)
+  await fc.assert(
+    fc.asyncProperty(withNul, fc.constantFrom("name", "description", "labelKey", "labelValue", "language"), async (value, field) => {
+      const fields: Record<string, string> = { name: "Nul target" }
+      if (field === "name" || field === "description" || field === "language") fields[field] = value
+      else fields.labels = JSON.stringify(field === "labelKey" ? { [value]: "x" } : { accent: value })
+      const res = await editVoice(id, fields)
+      await res.arrayBuffer()
+      return res.status === 400
+    }),
+    { numRuns: 30 }
+  )
+  t.same((await voice(id)).labels, { language: "et" }, "the clone is unchanged")
+})
+
+t.test("property: languageOfText never throws and names only catalogue languages", async (t) => {
+  fc.assert(
+    fc.property(fc.string({ unit: "grapheme", maxLength: 80 }), (text) => {
+      const code = languageOfText(text)
+      return code === undefined || presetsForLanguage(code).length > 0
+    }),
+    { numRuns: 300 }
+  )
+  t.equal(languageOfText("Tere hommikust, kallis sõber, kuidas sul täna läheb?"), "et")
+  t.equal(languageOfText("Good morning, my dear friend, how are you today?"), "en")
+  t.equal(languageOfText("a test voice"), undefined, "three words are too few to tell")
 })

@@ -5,6 +5,7 @@
  * language, as the WebSocket endpoint does. Precedence: query, then body, then header.
  */
 import { Effect } from "effect"
+import fc from "fast-check"
 import t from "tap"
 import { startTestService } from "../support/service.ts"
 import { connectWs, isRefused } from "../support/wsClient.ts"
@@ -119,4 +120,21 @@ t.test("an unknown language is 400 invalid_request on every endpoint, nothing ch
   }
   const after = await Effect.runPromise(service.accounts.balance(owner.userId))
   t.equal(after, before, "no credits taken")
+})
+
+t.test("property: any language value in body, query or header answers 200 or 400, never more", async (t) => {
+  await fc.assert(
+    fc.asyncProperty(fc.string({ unit: "binary", maxLength: 24 }), fc.constantFrom("body", "query", "header"), async (value, where) => {
+      const call: Call = where === "query"
+        ? { query: `language=${encodeURIComponent(value.replace(/[\uD800-\uDFFF]/g, "?"))}` }
+        : where === "header"
+        ? { headers: { "x-speak-language": value.replace(/[^\x20-\x7e]/g, "") } }
+        : {}
+      const res = await post("/text-to-speech/mari", { text: "Tere.", ...(where === "body" ? { language_code: value } : {}) }, call)
+      await res.arrayBuffer()
+      return res.status === 200 || res.status === 400
+    }),
+    { numRuns: 40 }
+  )
+  t.pass("200 or 400 for every value")
 })
