@@ -19,7 +19,8 @@ import type { Priority } from "../runtime/WorkerPool.ts"
 import { Accounts } from "../storage/Accounts.ts"
 import { synthesizeInOrder } from "./SentenceStream.ts"
 import { SpeechError } from "./SpeechError.ts"
-import { type ResolvedVoice, Synthesizer } from "./Synthesizer.ts"
+import { type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
+import { countCharacters } from "./TextLength.ts"
 
 /** SPEC 8. */
 export const MAX_TEXT_CHARS = 8000
@@ -34,6 +35,11 @@ export interface SpeechInput {
   /** Null for anonymous calls (none of the TTS routes allow them today). */
   readonly userId: string | null
   readonly chunking: boolean
+  /**
+   * ISO 639-1 the voice should speak (already resolved, `Synthesizer.requestedLanguage`), or
+   * undefined for the voice's own language (a clone's may come from its sample).
+   */
+  readonly language?: string | undefined
 }
 
 export interface PreparedSpeech {
@@ -49,12 +55,17 @@ export interface PreparedSpeech {
   readonly expressive?: ReadonlyArray<ReadonlyArray<ExpressivePart>>
 }
 
-export const checkText = (text: string) =>
-  text.trim().length === 0
-    ? Effect.fail(new SpeechError({ reason: "InvalidRequest", message: "text must contain at least one non-blank character" }))
-    : text.length > MAX_TEXT_CHARS
-    ? Effect.fail(new SpeechError({ reason: "TextTooLong", message: `text is ${text.length} characters; the limit is ${MAX_TEXT_CHARS}. Split it into several requests.` }))
+/** Characters are code points (actors/TextLength.ts): 4,000 emoji are 4,000 characters. */
+export const checkText = (text: string) => {
+  if (text.trim().length === 0) {
+    return Effect.fail(new SpeechError({ reason: "InvalidRequest", message: "text must contain at least one non-blank character" }))
+  }
+  // Code points never outnumber UTF-16 units: only long texts need counting.
+  const chars = text.length > MAX_TEXT_CHARS ? countCharacters(text) : text.length
+  return chars > MAX_TEXT_CHARS
+    ? Effect.fail(new SpeechError({ reason: "TextTooLong", message: `text is ${chars} characters; the limit is ${MAX_TEXT_CHARS}. Split it into several requests.` }))
     : Effect.void
+}
 
 /** The whole text as one segment, its offsets at the first and after the last non-blank. */
 const wholeText = (text: string) => {
@@ -67,7 +78,7 @@ const wholeText = (text: string) => {
 export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input: SpeechInput) {
   yield* checkText(input.text)
   const synthesizer = yield* Synthesizer
-  const voice = yield* synthesizer.resolveVoice(input.voiceId, input.userId)
+  const voice = yield* speakingIn(yield* synthesizer.resolveVoice(input.voiceId, input.userId), input.language)
   const expressive = hasExpressiveTags(input.text) ? yield* planExpressive(input, voice.language) : undefined
   const format = expressive?.format ?? (yield* Effect.try({
     try: () => parseOutputFormat(input.outputFormat, DEFAULT_SAMPLE_RATE),
@@ -129,7 +140,7 @@ export const runSegments = <E, R>(
     // off the time to first audio. Uninterruptible, so that once it ran its outcome is known
     // to the refund below.
     const debit = yield* Effect.forkChild(
-      speech.userId === null ? Effect.void : Effect.uninterruptible(Effect.flatMap(Accounts, (a) => a.debit(speech.userId!, speech.text.length)))
+      speech.userId === null ? Effect.void : Effect.uninterruptible(Effect.flatMap(Accounts, (a) => a.debit(speech.userId!, countCharacters(speech.text))))
     )
     const run = synthesizeInOrder(
       speech.segments,
@@ -159,7 +170,7 @@ export const runSegments = <E, R>(
         exit._tag === "Success"
           ? Effect.void
           : Effect.flatMap(Fiber.await(debit), (charged) =>
-            charged._tag === "Success" ? refund(speech, speech.text.length - deliveredChars) : Effect.void))
+            charged._tag === "Success" ? refund(speech, countCharacters(speech.text.slice(deliveredChars))) : Effect.void))
     )
   })
 

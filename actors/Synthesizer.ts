@@ -3,8 +3,8 @@
  * of text on the worker pool. Everything heavier (engines, resampling, s16 conversion) happens
  * in the workers; this module only routes and translates errors.
  */
-import { Context, Effect, Layer } from "effect"
-import { languageInfo, PRESET_VOICES, type PresetVoice } from "../engines/tts/Voices.ts"
+import { Context, Effect, Layer, Metric } from "effect"
+import { languageInfo, PRESET_VOICES, type PresetVoice, resolveLanguage } from "../engines/tts/Voices.ts"
 import { piperPresets } from "./PiperVoices.ts"
 import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
@@ -62,6 +62,11 @@ export class Synthesizer extends Context.Service<Synthesizer, {
   readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
 }>()("speech/actors/Synthesizer") {}
 
+/** Pool tasks started by `synthesize` / `synthesizeExpressive` (what tests count to see caching work). */
+export const synthesesStarted = Metric.counter("tts_syntheses_total", {
+  description: "Syntheses sent to the worker pool (one per segment, preview or WebSocket chunk)"
+})
+
 export const SynthesizerLive = (options: { readonly piperDirectory?: string | undefined }) =>
   Layer.effect(
     Synthesizer,
@@ -87,13 +92,19 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           )
           const plan = (row.profile as { plan?: ClonePlan } | null)?.plan
           if (plan === undefined) return yield* notFound(voiceId)
-          return { voiceId, kind: "clone" as const, language: row.language, engineVoice: plan.engineVoice, clonePlan: plan }
+          const clone = { voiceId, kind: "clone" as const, language: plan.engineVoice.language, engineVoice: plan.engineVoice, clonePlan: plan }
+          // The plan was made on a base voice of the language the clone had then; a clone whose
+          // language was changed since (voices.update) speaks the new one with the same timbre.
+          return row.language === clone.language || languageInfo(row.language) === undefined
+            ? clone
+            : revoice(clone, row.language, byId.get(plan.baseVoiceId)?.labels.gender)
         }
         const preset = byId.get(voiceId)
         if (preset === undefined) return yield* notFound(voiceId)
         return { voiceId, kind: "preset" as const, language: preset.engineVoice.language, engineVoice: preset.engineVoice }
       })
       const synthesize = Effect.fn("Synthesizer.synthesize")(function*(request: SynthesisRequest) {
+        yield* Metric.update(synthesesStarted, 1)
         const plan = request.voice.clonePlan
         if (plan !== undefined) {
           const cloneInput: CloneSynthesizeInput = { text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate }
@@ -111,6 +122,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         )
       })
       const synthesizeExpressive = Effect.fn("Synthesizer.synthesizeExpressive")(function*(request: ExpressiveSynthesisRequest) {
+        yield* Metric.update(synthesesStarted, 1)
         const input: ExpressiveInput = {
           parts: request.parts,
           voice: request.voice.engineVoice,
@@ -128,3 +140,50 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
 
 /** The canned preview sentence of a language (VoiceCatalogue data). */
 export const previewSentence = (language: string): string => languageInfo(language)?.sample ?? "Hello!"
+
+/**
+ * A voice speaking another language (ISO 639-1, known to the catalogue): espeak voices keep their
+ * variant (timbre), pitch and rate on that language's espeak voice; Flite voices (English only)
+ * become espeak voices of their gender; Piper models are one language each and speak theirs.
+ * A clone's plan is revoiced the same way, so its pitch, warp and EQ stay.
+ */
+export const revoice = (voice: ResolvedVoice, language: string, gender: string | undefined): ResolvedVoice => {
+  const row = languageInfo(language)!
+  const ev = voice.engineVoice
+  let engineVoice: EngineVoice
+  if (ev.engine === "espeak") {
+    const variant = ev.variant.split("+")[1]
+    engineVoice = { ...ev, language, variant: variant === undefined ? row.espeak : `${row.espeak}+${variant}` }
+  } else if (ev.engine === "flite") {
+    engineVoice = { engine: "espeak", language, variant: `${row.espeak}+${gender === "female" ? "f3" : "m3"}`, pitch: 1, rate: 1 }
+  } else {
+    return voice
+  }
+  return voice.clonePlan !== undefined
+    ? { ...voice, language, engineVoice, clonePlan: { ...voice.clonePlan, engineVoice } }
+    : { ...voice, language, engineVoice }
+}
+
+/**
+ * The ISO 639-1 code of a requested language (a code, a regional tag such as "en-US", or an
+ * English name, case-insensitively); undefined when none was given (absent or blank). An unknown
+ * value is InvalidRequest (400), the same answer on HTTP and on the WebSocket upgrade.
+ */
+export const requestedLanguage = (value: string | null | undefined): Effect.Effect<string | undefined, SpeechError> => {
+  if (value === undefined || value === null || value.trim() === "") return Effect.succeed(undefined)
+  const code = resolveLanguage(value)
+  return code !== undefined ? Effect.succeed(code) : Effect.fail(
+    new SpeechError({
+      reason: "InvalidRequest",
+      message: `unknown language "${value}"; give an ISO 639-1 code or an English name, e.g. "et" or "Estonian"`
+    })
+  )
+}
+
+/** `voice` speaking `language` when one is given (see `revoice`); the voice itself otherwise. */
+export const speakingIn = (voice: ResolvedVoice, language: string | undefined) =>
+  Effect.map(Synthesizer, (synthesizer) => {
+    if (language === undefined || language === voice.language) return voice
+    const genderOf = voice.clonePlan?.baseVoiceId ?? voice.voiceId
+    return revoice(voice, language, synthesizer.findVoice(genderOf)?.labels.gender)
+  })

@@ -28,11 +28,11 @@
 import { Cause, Data, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
-import { languageInfo, resolveLanguage } from "../engines/tts/Voices.ts"
+import { resolveLanguage } from "../engines/tts/Voices.ts"
 import { SPEED_MAX, SPEED_MIN } from "../engines/tts/TtsEngine.ts"
 import { Accounts } from "../storage/Accounts.ts"
 import { SpeechError } from "./SpeechError.ts"
-import { type ResolvedVoice, Synthesizer } from "./Synthesizer.ts"
+import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
 import { type Chunk, takeChunks, toChunk } from "./TextChunker.ts"
 import {
   audioFrame,
@@ -152,20 +152,6 @@ export const resolveSessionVoice = Effect.fn("TtsSession.resolveVoice")(function
   }
   return code === voice.language ? voice : revoice(voice, code, synthesizer.findVoice(voiceId)?.labels.gender)
 })
-
-const revoice = (voice: ResolvedVoice, language: string, gender: string | undefined): ResolvedVoice => {
-  const row = languageInfo(language)!
-  const ev = voice.engineVoice
-  if (ev.engine === "espeak") {
-    const variant = ev.variant.split("+")[1]
-    return { ...voice, language, engineVoice: { ...ev, language, variant: variant === undefined ? row.espeak : `${row.espeak}+${variant}` } }
-  }
-  if (ev.engine === "flite") {
-    const female = gender === "female"
-    return { ...voice, language, engineVoice: { engine: "espeak", language, variant: `${row.espeak}+${female ? "f3" : "m3"}`, pitch: 1, rate: 1 } }
-  }
-  return voice // Piper models are one language each; they speak theirs
-}
 
 export const clampSpeed = (speed: number): number => Math.min(SPEED_MAX, Math.max(SPEED_MIN, speed))
 

@@ -12,11 +12,12 @@ import { Context, Data, Effect, Layer } from "effect"
 import type { RecognizeInput, RecognizeOutput } from "../engines/asr/tasks.ts"
 import type { CloneAnalyzeInput, CloneAnalyzeOutput } from "../engines/clone/tasks.ts"
 import { decodeMedia } from "../engines/media/MediaDecoder.ts"
-import { presetsForLanguage } from "../engines/tts/Voices.ts"
+import { presetsForLanguage, resolveLanguage } from "../engines/tts/Voices.ts"
 import type { VadSegmentsInput, VadSegmentsOutput } from "../engines/vad/tasks.ts"
 import { type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
 import { BlobStore } from "../storage/BlobStore.ts"
 import { type CloneChanges, newCloneId, type VoiceCloneRow, VoiceClones, VoiceClonesError } from "../storage/VoiceClones.ts"
+import { languageOfText, soundsEnglish } from "./CloneLanguage.ts"
 import { previewSentence } from "./Synthesizer.ts"
 import { transcriptionFromMedia, transcriptionFromPool } from "./TranscriptionError.ts"
 
@@ -27,6 +28,8 @@ export const MAX_NAME_CHARS = 60
 /** Languages with an ASR engine here (PocketSphinx, US English model). */
 const ASR_LANGUAGES = new Set(["en"])
 const SAMPLE_RATE = 16000
+/** A clone's language when neither the caller nor the sample says (SPEC 2.3). */
+const DEFAULT_LANGUAGE = "et"
 
 export class VoiceCloneError extends Data.TaggedError("VoiceCloneError")<{
   readonly reason: "SpeechTooShort" | "SpeechTooLong" | "UnsupportedLanguage" | "InvalidRequest"
@@ -36,7 +39,11 @@ export class VoiceCloneError extends Data.TaggedError("VoiceCloneError")<{
 export interface CreateCloneRequest {
   readonly userId: string
   readonly name: string
-  readonly language: string
+  /**
+   * As given (ISO 639-1 or an English name); undefined lets `labels.language`, then the sample
+   * and its texts decide (actors/CloneLanguage.ts), Estonian when nothing does.
+   */
+  readonly language?: string | undefined
   readonly previewText?: string | undefined
   readonly refText?: string | undefined
   readonly description?: string | undefined
@@ -52,6 +59,8 @@ export interface EditCloneRequest {
   readonly description?: string | undefined
   readonly labels?: Readonly<Record<string, string>> | undefined
   readonly refText?: string | undefined
+  /** A new language (code or English name); `labels.language` does the same. Omit to keep. */
+  readonly language?: string | undefined
   /** A new sample (local path, removed by the caller), or none to keep the current one. */
   readonly file?: string | undefined
 }
@@ -64,7 +73,65 @@ export class VoiceCloning extends Context.Service<VoiceCloning, {
   readonly deleteClone: (userId: string, voiceId: string) => Effect.Effect<void, unknown>
   readonly listClones: (userId: string) => Effect.Effect<ReadonlyArray<VoiceCloneRow>, unknown>
   readonly getClone: (userId: string, voiceId: string) => Effect.Effect<VoiceCloneRow, unknown>
+  /** Preview audio kept for this version of the clone, if any (see `PreviewCache`). */
+  readonly cachedPreview: (row: VoiceCloneRow) => Uint8Array | undefined
+  readonly keepPreview: (row: VoiceCloneRow, wav: Uint8Array) => void
 }>()("speech/actors/VoiceCloning") {}
+
+/**
+ * Clone previews, rendered once per version of a clone: keyed by id, checked against what the
+ * preview depends on (language, preview text, sample), so an edit made through another instance
+ * never serves stale audio here. Edits and deletes through this instance drop the entry at once.
+ * Bounded: the least recently used previews go first (a preview is ~100 KB).
+ */
+class PreviewCache {
+  private readonly entries = new Map<string, { readonly version: string; readonly wav: Uint8Array }>()
+  constructor(private readonly maxEntries: number) {}
+  private static version = (row: VoiceCloneRow) => JSON.stringify([row.language, row.previewText, row.sampleBlobKey])
+  get(row: VoiceCloneRow): Uint8Array | undefined {
+    const entry = this.entries.get(row.voiceId)
+    if (entry === undefined || entry.version !== PreviewCache.version(row)) return undefined
+    this.entries.delete(row.voiceId)
+    this.entries.set(row.voiceId, entry)
+    return entry.wav
+  }
+  set(row: VoiceCloneRow, wav: Uint8Array): void {
+    this.entries.delete(row.voiceId)
+    this.entries.set(row.voiceId, { version: PreviewCache.version(row), wav })
+    for (const oldest of this.entries.keys()) {
+      if (this.entries.size <= this.maxEntries) break
+      this.entries.delete(oldest)
+    }
+  }
+  drop(voiceId: string): void {
+    this.entries.delete(voiceId)
+  }
+}
+
+/** At ~100 KB each (a few seconds at 24 kHz), 500 previews are ~50 MB at most. */
+const MAX_CACHED_PREVIEWS = 500
+
+/** The ISO 639-1 code of a language given by the caller, or a 400 naming the bad value. */
+const givenLanguage = (value: string) => {
+  const code = resolveLanguage(value)
+  return code !== undefined && presetsForLanguage(code).length > 0
+    ? Effect.succeed(code)
+    : Effect.fail(new VoiceCloneError({ reason: "UnsupportedLanguage", message: `no base voice speaks language "${value}"; give an ISO 639-1 code or an English name (GET /v1/voices lists the languages)` }))
+}
+
+/** A clone's language lives in its own column and shows as `labels.language`; never stored twice. */
+const withoutLanguage = (labels: Readonly<Record<string, string>>): Record<string, string> => {
+  const { language: _, ...rest } = labels
+  return rest
+}
+
+/** PostgreSQL text cannot hold NUL: refuse it here (400) rather than fail in the database (500). */
+const refuseNul = (fields: ReadonlyArray<string | undefined>, labels: Readonly<Record<string, string>> | undefined) => {
+  const all = [...fields, ...Object.entries(labels ?? {}).flat()]
+  return all.some((v) => v !== undefined && v.includes("\u0000"))
+    ? Effect.fail(new VoiceCloneError({ reason: "InvalidRequest", message: "text fields and labels must not contain NUL characters" }))
+    : Effect.void
+}
 
 /** What the `profile` column holds; Synthesizer.resolveVoice reads `plan`. */
 const storedProfile = (analysis: CloneAnalyzeOutput) =>
@@ -79,12 +146,19 @@ export const VoiceCloningLive = Layer.effect(
     const pool = yield* WorkerPool
     const blobs = yield* BlobStore
     const clones = yield* VoiceClones
+    const previews = new PreviewCache(MAX_CACHED_PREVIEWS)
 
     /**
      * One sample → its transcript and the worker's analysis (profile + plan): decode, VAD
      * (6–30 s of speech), ASR when no transcript was given and the language has an engine.
      */
-    const analyseSample = Effect.fn("VoiceCloning.analyseSample")(function*(file: string, language: string, givenRefText: string | undefined) {
+    const analyseSample = Effect.fn("VoiceCloning.analyseSample")(function*(
+      file: string,
+      givenLanguage: string | undefined,
+      givenRefText: string | undefined,
+      /** `previewText` and `description`: weaker hints than `refText`, used after the sound. */
+      hints: ReadonlyArray<string | undefined> = []
+    ) {
       const audio = yield* Effect.tryPromise({
         try: (signal) => decodeMedia(file, { signal, maxDurationMs: 10 * 60_000 }),
         catch: transcriptionFromMedia
@@ -109,20 +183,28 @@ export const VoiceCloningLive = Layer.effect(
       }
 
       let refText = givenRefText?.trim() || undefined
-      if (refText === undefined && ASR_LANGUAGES.has(language)) {
+      // No language given: the transcript's language, else the sound of the sample, else the
+      // other texts, else Estonian (actors/CloneLanguage.ts).
+      let language = givenLanguage ?? languageOfText(refText)
+      // The recogniser runs to hear whether the sample is English, or to transcribe an English one.
+      if (language === undefined || (refText === undefined && ASR_LANGUAGES.has(language))) {
         const parts = yield* Effect.forEach(vad.segments, (segment) => {
           const from = Math.floor((segment.startMs * SAMPLE_RATE) / 1000)
           const to = Math.min(audio.pcm.length, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
           const pcm = audio.pcm.slice(from, to)
-          const input: RecognizeInput = { pcm, sampleOffset: from, language }
+          const input: RecognizeInput = { pcm, sampleOffset: from, language: "en" }
           return pool.run<RecognizeOutput>("asr.recognize", input, { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] })
         }, { concurrency: 2 }).pipe(
           // A transcript only helps the analysis; without one the clone is still made.
           Effect.catch((e) => Effect.logWarning("clone sample not transcribed", { cause: String(e) }).pipe(Effect.as([] as Array<RecognizeOutput>)))
         )
-        const text = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs).map((w) => w.text).join(" ").trim()
-        refText = text === "" ? undefined : text
+        const words = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs)
+        if (language === undefined && soundsEnglish(words)) language = "en"
+        const text = words.map((w) => w.text).join(" ").trim()
+        // Recognised English words are a transcript only of English speech.
+        if (refText === undefined && language === "en" && text !== "") refText = text
       }
+      language ??= hints.map(languageOfText).find((l) => l !== undefined) ?? DEFAULT_LANGUAGE
 
       const pcm = audio.pcm.slice()
       const analysis = yield* pool.run<CloneAnalyzeOutput>(
@@ -131,7 +213,7 @@ export const VoiceCloningLive = Layer.effect(
         { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] }
       )
 
-      return { refText, analysis }
+      return { refText, analysis, language }
     })
 
     const createClone = Effect.fn("VoiceCloning.createClone")(function*(request: CreateCloneRequest) {
@@ -140,16 +222,15 @@ export const VoiceCloningLive = Layer.effect(
       if (name.length > MAX_NAME_CHARS) {
         return yield* new VoiceCloneError({ reason: "InvalidRequest", message: `name is longer than ${MAX_NAME_CHARS} characters` })
       }
-      const language = request.language.trim().toLowerCase()
-      if (presetsForLanguage(language).length === 0) {
-        return yield* new VoiceCloneError({ reason: "UnsupportedLanguage", message: `no base voice speaks language "${language}"; GET /v1/voices lists the languages` })
-      }
+      yield* refuseNul([name, request.description, request.refText, request.previewText], request.labels)
+      const asked = request.language?.trim() || request.labels?.language?.trim() || undefined
+      const given = asked === undefined ? undefined : yield* givenLanguage(asked)
       // Fail fast on a taken name; the unique index still decides under a race.
       if (yield* clones.nameTaken(request.userId, name)) {
         return yield* new VoiceClonesError({ reason: "NameTaken", message: `you already have a voice clone named "${name}"; delete it or choose another name` })
       }
 
-      const { refText, analysis } = yield* analyseSample(request.file, language, request.refText)
+      const { refText, analysis, language } = yield* analyseSample(request.file, given, request.refText, [request.previewText, request.description])
       const voiceId = newCloneId()
       const sampleBlobKey = `clones/${voiceId}/sample`
       yield* blobs.putFile(sampleBlobKey, request.file)
@@ -158,16 +239,18 @@ export const VoiceCloningLive = Layer.effect(
         name,
         language,
         description: request.description?.trim() || null,
-        labels: request.labels ?? {},
+        labels: withoutLanguage(request.labels ?? {}),
         refText: refText ?? null,
         sampleBlobKey,
         profile: storedProfile(analysis),
-        previewText: request.previewText?.trim() || previewSentence(language)
+        // Null: the canned sentence of the clone's language at preview time (it may change).
+        previewText: request.previewText?.trim() || null
       }).pipe(Effect.onError(() => blobs.delete(sampleBlobKey).pipe(Effect.ignore)))
       yield* Effect.logInfo("voice clone created", {
         voiceId,
         userId: request.userId,
         language,
+        languageFrom: given !== undefined ? "request" : "sample",
         baseVoiceId: analysis.plan.baseVoiceId,
         speechMs: Math.round(analysis.profile.speechMs),
         analysisMs: Math.round(analysis.engineMs),
@@ -179,7 +262,8 @@ export const VoiceCloningLive = Layer.effect(
     /**
      * SDK `voices.update`: rename, new description or labels, and with a file a new sample (the
      * analysis and plan are redone; the old sample blob is removed once the row points at the
-     * new one). The clone keeps its id and language.
+     * new one). The clone keeps its id; `language` or `labels.language` changes its language (no
+     * new analysis: the plan's timbre moves to the new language's voice, Synthesizer.revoice).
      */
     const editClone = Effect.fn("VoiceCloning.editClone")(function*(request: EditCloneRequest) {
       const name = request.name.trim()
@@ -187,17 +271,28 @@ export const VoiceCloningLive = Layer.effect(
       if (name.length > MAX_NAME_CHARS) {
         return yield* new VoiceCloneError({ reason: "InvalidRequest", message: `name is longer than ${MAX_NAME_CHARS} characters` })
       }
+      yield* refuseNul([name, request.description, request.refText], request.labels)
+      const asked = request.language?.trim() || request.labels?.language?.trim() || undefined
+      const language = asked === undefined ? undefined : yield* givenLanguage(asked)
       const current = yield* clones.get(request.userId, request.voiceId)
       const changes: CloneChanges = {
         name,
         ...(request.description !== undefined ? { description: request.description.trim() || null } : {}),
-        ...(request.labels !== undefined ? { labels: request.labels } : {})
+        ...(request.labels !== undefined ? { labels: withoutLanguage(request.labels) } : {}),
+        ...(language !== undefined && language !== current.language
+          ? {
+            language,
+            // A canned preview sentence of the old language follows the language.
+            ...(current.previewText === previewSentence(current.language) ? { previewText: null } : {})
+          }
+          : {})
       }
+      previews.drop(request.voiceId)
       if (request.file === undefined) {
         yield* clones.update(request.userId, request.voiceId, changes)
         return
       }
-      const { refText, analysis } = yield* analyseSample(request.file, current.language, request.refText)
+      const { refText, analysis } = yield* analyseSample(request.file, language ?? current.language, request.refText)
       const sampleBlobKey = `clones/${request.voiceId}/sample-${Date.now().toString(36)}`
       yield* blobs.putFile(sampleBlobKey, request.file)
       const { before } = yield* clones.update(request.userId, request.voiceId, {
@@ -210,6 +305,7 @@ export const VoiceCloningLive = Layer.effect(
     })
 
     const deleteClone = Effect.fn("VoiceCloning.deleteClone")(function*(userId: string, voiceId: string) {
+      previews.drop(voiceId)
       const row = yield* clones.remove(userId, voiceId)
       yield* blobs.delete(row.sampleBlobKey)
     })
@@ -219,7 +315,9 @@ export const VoiceCloningLive = Layer.effect(
       editClone,
       deleteClone,
       listClones: (userId) => clones.list(userId),
-      getClone: (userId, voiceId) => clones.get(userId, voiceId)
+      getClone: (userId, voiceId) => clones.get(userId, voiceId),
+      cachedPreview: (row) => previews.get(row),
+      keepPreview: (row, wav) => previews.set(row, wav)
     }
   })
 )

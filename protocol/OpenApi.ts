@@ -9,6 +9,12 @@ import { ErrorBody } from "./schemas/ErrorBody.ts"
 
 type Json = Record<string, unknown>
 
+/**
+ * `info.version`: the version of this API description (OpenAPI's meaning of the field), raised
+ * when the described interface changes; not the service build, which is `x-service-version`.
+ */
+export const API_DESCRIPTION_VERSION = "1.0.0"
+
 const errorDescriptions: Record<number, string> = {
   400: "malformed request", 401: "missing, expired or revoked credential", 402: "out of credits",
   403: "token lacks the required scope", 404: "unknown resource", 405: "method not allowed", 409: "conflict",
@@ -82,7 +88,8 @@ export const buildOpenApi = (routes: ReadonlyArray<Route<any>>, info: { siteUrl:
     openapi: "3.1.0",
     info: {
       title: "Speech Service API",
-      version: info.version,
+      version: API_DESCRIPTION_VERSION,
+      "x-service-version": info.version,
       description: "Self-hosted speech service; the v1 API emulates the ElevenLabs API (see SPEC Part 9 for deviations)."
     },
     servers: [{ url: info.siteUrl }],

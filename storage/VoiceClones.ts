@@ -32,9 +32,15 @@ export interface VoiceCloneRow {
 export type NewVoiceClone = Omit<VoiceCloneRow, "createdAt" | "userId" | "voiceId"> & { readonly voiceId?: string }
 
 /** What `update` may change; absent fields stay as they are. */
-export type CloneChanges = Partial<Pick<VoiceCloneRow, "name" | "description" | "labels" | "refText" | "sampleBlobKey" | "profile">>
+export type CloneChanges = Partial<Pick<VoiceCloneRow, "name" | "language" | "description" | "labels" | "refText" | "sampleBlobKey" | "profile" | "previewText">>
 
 export const newCloneId = (): string => `vc_${randomBytes(10).toString("hex")}`
+
+/**
+ * What `newCloneId` makes. Anything else cannot be a clone and is NotFound without a query (a
+ * NUL byte, for one, would make PostgreSQL fail the query instead of finding nothing).
+ */
+export const isCloneId = (voiceId: string): boolean => /^vc_[0-9a-f]{1,64}$/.test(voiceId)
 
 export interface VoiceClonesShape {
   /** Fails with NameTaken when the user already has an active clone of that name. */
@@ -124,6 +130,7 @@ export const makeVoiceClones = Effect.gen(function*() {
   })
 
   const get = Effect.fn("VoiceClones.get")(function*(userId: string, voiceId: string) {
+    if (!isCloneId(voiceId)) return yield* notFound(voiceId)
     const rows = yield* sql<Row>`
       SELECT ${columns} FROM voice_clones WHERE id = ${voiceId} AND user_id = ${userId} AND deleted_at IS NULL`
     if (rows[0] === undefined) return yield* notFound(voiceId)
@@ -136,6 +143,7 @@ export const makeVoiceClones = Effect.gen(function*() {
   })
 
   const update = Effect.fn("VoiceClones.update")(function*(userId: string, voiceId: string, changes: CloneChanges) {
+    if (!isCloneId(voiceId)) return yield* notFound(voiceId)
     return yield* sql.withTransaction(Effect.gen(function*() {
       const current = yield* sql<Row>`
         SELECT ${columns} FROM voice_clones WHERE id = ${voiceId} AND user_id = ${userId} AND deleted_at IS NULL FOR UPDATE`
@@ -143,9 +151,10 @@ export const makeVoiceClones = Effect.gen(function*() {
       const before = toClone(current[0])
       const next = { ...before, ...changes }
       const rows = yield* sql<Row>`
-        UPDATE voice_clones SET name = ${next.name}, description = ${next.description},
+        UPDATE voice_clones SET name = ${next.name}, language = ${next.language}, description = ${next.description},
           labels = ${JSON.stringify(next.labels)}::jsonb, ref_text = ${next.refText},
-          sample_blob_key = ${next.sampleBlobKey}, profile = ${JSON.stringify(next.profile)}::jsonb
+          sample_blob_key = ${next.sampleBlobKey}, profile = ${JSON.stringify(next.profile)}::jsonb,
+          preview_text = ${next.previewText}
         WHERE id = ${voiceId}
         RETURNING ${columns}`.pipe(
         Effect.catchIf((e) => isUniqueViolation(e), () => Effect.fail(nameTaken(next.name)))
@@ -155,6 +164,7 @@ export const makeVoiceClones = Effect.gen(function*() {
   })
 
   const remove = Effect.fn("VoiceClones.remove")(function*(userId: string, voiceId: string) {
+    if (!isCloneId(voiceId)) return yield* notFound(voiceId)
     const rows = yield* sql<Row>`
       UPDATE voice_clones SET deleted_at = now()
       WHERE id = ${voiceId} AND user_id = ${userId} AND deleted_at IS NULL

@@ -12,7 +12,7 @@ import {
   streamingHeader,
   synthesizeWhole
 } from "../../actors/SpeechRequest.ts"
-import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
+import { previewSentence, requestedLanguage, Synthesizer } from "../../actors/Synthesizer.ts"
 import { encodeWav } from "../../engines/audio/Wav.ts"
 import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { Accounts } from "../../storage/Accounts.ts"
@@ -52,14 +52,17 @@ const voiceJson = (v: PresetVoice, siteUrl: string, apiBase: string): typeof Voi
   labels: { ...v.labels }
 })
 
-/** A clone as SPEC 2.2 Voice; its preview needs the owner's credential. */
+/**
+ * A clone as SPEC 2.2 Voice; its preview needs the owner's credential. `labels.language` is the
+ * clone's language (given, or worked out from the sample), as presets show theirs.
+ */
 export const cloneJson = (c: VoiceCloneRow, siteUrl: string, apiBase: string): typeof Voice.Type => ({
   voice_id: c.voiceId,
   name: c.name,
   category: "cloned",
   description: c.description,
   preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(c.voiceId)}/preview`,
-  labels: { ...c.labels }
+  labels: { ...c.labels, language: c.language }
 })
 
 /** The caller's clones when clone storage is configured (VoiceCloning provided), else none. */
@@ -94,7 +97,11 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     Effect.gen(function*() {
       const query = yield* decodeQuery(TtsQuery, ctx)
       const body = yield* decodeJsonBody(TextToSpeechRequest, ctx, options.maxJsonBodyBytes)
+      const language = yield* requestedLanguage(
+        nonEmpty(query.language) ?? nonEmpty(query.language_code) ?? nonEmpty(body.language_code) ?? nonEmpty(ctx.request.headers["x-speak-language"])
+      )
       return yield* prepareSpeech({
+        language,
         voiceId: ctx.params.voice_id!,
         text: body.text,
         speed: body.voice_settings?.speed ?? 1,
@@ -167,7 +174,8 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     {
       method: "GET",
       path: `${apiBase}/voices/settings/default`,
-      auth: "key",
+      // Public as at ElevenLabs: constant data, and elevenlabs-node calls it without a key.
+      auth: "none",
       operationId: "getDefaultVoiceSettings",
       summary: "Default voice settings (beyond the SPEC, for the SDKs); only speed changes the audio here",
       tags: ["voices"],
@@ -201,9 +209,15 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             const voice = yield* synthesizer.resolveVoice(voiceId, ctx.principal.userId)
             const cloning = yield* Effect.serviceOption(VoiceCloning)
             const row = cloning._tag === "Some" ? yield* cloning.value.getClone(ctx.principal.userId, voiceId) : undefined
+            // Made once per version of the clone (VoiceCloning's cache, dropped on edit/delete).
+            const headers = { "content-type": "audio/wav", "cache-control": "private, no-store" }
+            const cached = row !== undefined && cloning._tag === "Some" ? cloning.value.cachedPreview(row) : undefined
+            if (cached !== undefined) return Reply.bytes(200, cached, headers)
             const text = row?.previewText ?? previewSentence(voice.language)
             const out = yield* synthesizer.synthesize({ voice, text, speed: 1, sampleRate: 24000, priority: "batch" })
-            return Reply.bytes(200, encodeWav(out.pcm, out.sampleRate), { "content-type": "audio/wav", "cache-control": "private, no-store" })
+            const wav = encodeWav(out.pcm, out.sampleRate)
+            if (row !== undefined && cloning._tag === "Some") cloning.value.keepPreview(row, wav)
+            return Reply.bytes(200, wav, headers)
           }
           const voice = yield* synthesizer.resolveVoice(voiceId)
           const cached = previews.get(voiceId)
@@ -331,6 +345,15 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
     }
   ]
 }
+
+/**
+ * The language of a TTS request, first given wins: `?language=`, `?language_code=`, the body's
+ * `language_code`, the `X-Speak-Language` header. The query beats the header as on the
+ * WebSocket; the body, the request's own words, beats the header (often set per connection by a
+ * proxy or client default). Blank values count as absent; a value that loses is never parsed.
+ */
+const nonEmpty = (value: string | null | undefined): string | undefined =>
+  value === undefined || value === null || value.trim() === "" ? undefined : value
 
 /** Moves segment-relative word timings into the coordinates of a larger text and timeline. */
 const shiftWord = <W extends { charStart: number; charEnd: number; startMs: number; endMs: number }>(w: W, chars: number, ms: number): W => ({

@@ -6,7 +6,9 @@
  * POST /voices/add takes what ElevenLabs' `voices.ivc.create` sends: `files` (repeated; the
  * first is used), `name`, `description`, `labels` (a JSON object as a string),
  * `remove_background_noise` (accepted, not applied), plus SPEC 2.3's `audio` (legacy alias,
- * used only without `files`), `language` (default et), `previewText`, `refText`.
+ * used only without `files`), `language`, `previewText`, `refText`. Without `language` (the SDK
+ * sends none) the clone's language comes from `labels.language`, else from the sample
+ * (actors/CloneLanguage.ts), else Estonian; GET /voices shows it as `labels.language`.
  * A file over 10 MB is refused with 413 while it streams in.
  *
  * DELETE answers `{status: "ok"}` (ElevenLabs' shape) for the caller's own clone; another
@@ -33,7 +35,9 @@ const AddVoiceRequest = Schema.Struct({
   name: Schema.String.annotate({ description: `required; at most ${MAX_NAME_CHARS} characters; unique among your active clones` }),
   files: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "audio (type detected from the bytes); only the first file is used; 6 to 30 s of speech; at most 10 MB" }),
   audio: Schema.optional(Schema.String).annotate({ description: "legacy alias for the first of files; ignored when files is present" }),
-  language: Schema.optional(Schema.String).annotate({ description: "ISO 639-1 of the sample; default et" }),
+  language: Schema.optional(Schema.String).annotate({
+    description: "ISO 639-1 code or English name of the sample's language. Omitted: labels.language, else worked out from refText, the sample (English speech recognised with confidence), previewText or description, else et"
+  }),
   previewText: Schema.optional(Schema.String),
   refText: Schema.optional(Schema.String).annotate({ description: "transcript of the sample; when omitted, English samples are transcribed by the service" }),
   description: Schema.optional(Schema.String),
@@ -45,6 +49,7 @@ const EditVoiceRequest = Schema.Struct({
   name: Schema.String.annotate({ description: `required (the SDK always sends it); at most ${MAX_NAME_CHARS} characters` }),
   files: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "a new sample replacing the current one (same rules as POST /voices/add); omit to keep it" }),
   refText: Schema.optional(Schema.String).annotate({ description: "transcript of the new sample" }),
+  language: Schema.optional(Schema.String).annotate({ description: "a new language (ISO 639-1 code or English name), as labels.language also does; omit to keep" }),
   description: Schema.optional(Schema.String).annotate({ description: "omit to keep; empty clears" }),
   labels: Schema.optional(Schema.String).annotate({ description: "JSON object of string values; omit to keep" }),
   remove_background_noise: Schema.optional(Schema.String).annotate({ description: "accepted and ignored" })
@@ -99,7 +104,7 @@ export const voiceRoutes = (options: VoiceRouteOptions): ReadonlyArray<Route<Voi
           const clone = yield* cloning.createClone({
             userId: ctx.principal!.userId,
             name,
-            language: (f.language ?? "").trim() || "et",
+            language: f.language,
             previewText: f.previewText,
             refText: f.refText,
             description: f.description,
@@ -158,6 +163,7 @@ export const voiceRoutes = (options: VoiceRouteOptions): ReadonlyArray<Route<Voi
             description: f.description,
             labels: f.labels === undefined ? undefined : yield* parseLabels(f.labels),
             refText: f.refText,
+            language: f.language,
             file: form.files[0]?.path
           })
           return Reply.json(200, { status: "ok" })

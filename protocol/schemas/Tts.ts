@@ -22,7 +22,9 @@ export const TextToSpeechRequest = Schema.Struct({
   seed: Schema.optional(Schema.NullOr(Schema.Int)).annotate({
     description: "accepted and ignored: output is deterministic per voice, text and speed"
   }),
-  language_code: Schema.optional(Schema.NullOr(Schema.String)).annotate({ description: "accepted; the voice decides the language" }),
+  language_code: Schema.optional(Schema.NullOr(Schema.String)).annotate({
+    description: "language to speak: ISO 639-1 code or English name (\"en\", \"English\"); the voice keeps its timbre. Default: the voice's own language. ?language= wins over this; this wins over X-Speak-Language. Unknown: 400"
+  }),
   sentence_chunking: Schema.optional(Schema.NullOr(Schema.Boolean)).annotate({
     description: "streaming endpoints only; default true"
   })
@@ -32,6 +34,10 @@ export const TtsQuery = Schema.Struct({
   output_format: Schema.optional(Schema.String).annotate({
     description: "wav (24 kHz), wav_<rate>, pcm_<rate>, ulaw_8000; rate in 8000, 16000, 22050, 24000, 32000, 44100, 48000. MP3 and Opus give 415"
   }),
+  language: Schema.optional(Schema.String).annotate({
+    description: "language to speak (ISO 639-1 code or English name); wins over the body's language_code and the X-Speak-Language header"
+  }),
+  language_code: Schema.optional(Schema.String).annotate({ description: "ElevenLabs' spelling of language (language wins when both are given)" }),
   optimize_streaming_latency: Schema.optional(Schema.String).annotate({ description: "accepted and ignored" }),
   enable_logging: Schema.optional(Schema.String).annotate({ description: "accepted and ignored" })
 }).annotate({ identifier: "TtsQuery" })

@@ -93,7 +93,7 @@ t.test("a clone is made from an SDK-style upload and listed for its owner only",
   const mine = voices.find((v) => v.voice_id === aliceClone) as Record<string, unknown> | undefined
   t.ok(mine, "GET /voices lists the clone")
   t.equal(mine?.category, "cloned")
-  t.same(mine?.labels, { accent: "scottish" })
+  t.same(mine?.labels, { accent: "scottish", language: "en" })
   t.equal(mine?.description, "a test voice")
   t.equal(mine?.preview_url, `${service.siteUrl}/api/v1/voices/${aliceClone}/preview`)
   t.equal(voices.findIndex((v) => v.category === "cloned"), voices.length - 1, "clones come after the presets")
@@ -185,7 +185,7 @@ t.test("edit: owner only; rename, labels, description; a new sample replaces the
   t.equal(res.status, 200, await res.clone().text())
   t.same(await res.json(), { status: "ok" })
   const edited = await (await call("GET", `/voices/${aliceClone}`, alice.apiKey)).json() as { name: string; description: string; labels: Record<string, string> }
-  t.same([edited.name, edited.description, edited.labels], ["Keeper", "renamed", { mood: "calm" }])
+  t.same([edited.name, edited.description, edited.labels], ["Keeper", "renamed", { mood: "calm", language: "en" }])
 
   // A second clone may not take the first one's name.
   const other = await addVoice({ fields: { name: "Other", language: "en", refText: SENTENCE }, files: [tenSeconds] })
