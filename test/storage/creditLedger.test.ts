@@ -10,8 +10,10 @@ import { SqlClient } from "effect/sql/SqlClient"
 import fc from "fast-check"
 import t from "tap"
 import { Accounts, accountsLayer, type Reservation } from "../../storage/Accounts.ts"
-import { releaseDeadInstances } from "../../storage/InstanceRegistry.ts"
-import { useTestDatabaseWith } from "../support/database.ts"
+import { hostKey, releaseDeadInstances } from "../../storage/InstanceRegistry.ts"
+import * as Migrator from "effect/sql/Migrator"
+import { migrations, migrationsTable } from "../../storage/Migrations.ts"
+import { useTestDatabase, useTestDatabaseWith } from "../support/database.ts"
 
 const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
   if (Exit.isSuccess(exit)) return undefined
@@ -109,6 +111,37 @@ t.test("credit ledger", async (t) => {
     t.same(await books(user.userId), { ledger: 80, balance: 80, reserved: 0 })
   })
 
+  t.test("the sweeper: silent instances and dead pids on this host lose their reservations, live ones keep them", async (t) => {
+    const user = await run(accounts.createUser({ name: "sweep", credits: 100 }))
+    const sql = await db.run(Effect.service(SqlClient))
+    const hold = (reservation: string, instance: string, amount: number) =>
+      run(Effect.all([
+        sql`INSERT INTO credit_reservations (id, user_id, amount, instance_id, purpose)
+            VALUES (${reservation}, ${user.userId}, ${amount}, ${instance}, 'tts')`,
+        sql`UPDATE users SET credits = credits - ${amount} WHERE id = ${user.userId}`
+      ], { discard: true }))
+    // Pids above the kernel's pid_max (4194304 at most) never exist.
+    await run(sql`INSERT INTO service_instances (id, host_key, pid) VALUES
+      ('ins_live', 'elsewhere', 1), ('ins_silent', 'elsewhere', 1), ('ins_gone', ${hostKey()}, 4999999),
+      ('ins_neighbour', ${hostKey()}, ${process.pid === 1 ? 2 : 1})`)
+    await run(sql`UPDATE service_instances SET last_seen = now() - interval '2 minutes' WHERE id = 'ins_silent'`)
+    await hold("rsv_live", "ins_live", 1)
+    await hold("rsv_silent", "ins_silent", 2)
+    await hold("rsv_gone", "ins_gone", 4)
+    await hold("rsv_neighbour", "ins_neighbour", 8)
+    await hold("rsv_orphan_new", "ins_unknown", 16)
+    const sweep = { instanceId: "ins_test", heartbeatMs: 10_000, staleAfterMs: 60_000, everyoneElse: false }
+    const released = await db.run(releaseDeadInstances(sweep))
+    t.same([...released.instances].sort(), ["ins_gone", "ins_silent"])
+    t.equal(released.credits, 6, "the silent instance's 2 and the dead pid's 4")
+    t.equal(await run(accounts.reserved(user.userId)), 1 + 8 + 16, "a live instance, a live pid on this host and a fresh orphan keep theirs")
+    await run(sql`UPDATE credit_reservations SET created_at = now() - interval '2 minutes' WHERE id = 'rsv_orphan_new'`)
+    t.equal((await db.run(releaseDeadInstances(sweep))).credits, 16, "an orphan older than the bound is given back")
+    t.same(await books(user.userId), { ledger: 100, balance: 91, reserved: 9 })
+    await run(sql`DELETE FROM credit_reservations WHERE id IN ('rsv_live', 'rsv_neighbour')`)
+    await run(sql`DELETE FROM service_instances WHERE id IN ('ins_live', 'ins_neighbour')`)
+  })
+
   // ---- the property ---------------------------------------------------------------------------
 
   type Op =
@@ -191,7 +224,8 @@ t.test("credit ledger", async (t) => {
         }
         for (const b of batches) {
           if (b.concurrent && b.ops.length > 1) modelValid = false
-          await run(Effect.all(b.ops.map(apply), { concurrency: b.concurrent ? "unbounded" : 1, discard: true }))
+          // Suspended: each op reads the model when it runs, not when the batch is built.
+          await run(Effect.all(b.ops.map((o) => Effect.suspend(() => apply(o))), { concurrency: b.concurrent ? "unbounded" : 1, discard: true }))
           for (const [i, id] of ids.entries()) {
             const now = await books(id)
             if (now.balance < 0) throw new Error(`negative balance ${now.balance}`)
@@ -210,4 +244,25 @@ t.test("credit ledger", async (t) => {
     )
     t.equal(runs >= 60, true, "ran the property")
   })
+})
+
+t.test("migration 0003 opens the ledger of existing users with their balance", async (t) => {
+  const db = useTestDatabase(t, { migrate: false })
+  const upTo = (last: number) =>
+    Migrator.make({})({
+      loader: Migrator.fromRecord(Object.fromEntries(Object.entries(migrations).filter(([id]) => Number(id.slice(0, 4)) <= last))),
+      table: migrationsTable
+    })
+  await db.run(upTo(2))
+  await db.run(Effect.gen(function*() {
+    const sql = yield* SqlClient
+    yield* sql`INSERT INTO users (id, name, credits) VALUES ('usr_old', 'old', 70), ('usr_empty', 'empty', 0)`
+  }))
+  await db.run(upTo(3))
+  const rows = await db.run(Effect.gen(function*() {
+    const sql = yield* SqlClient
+    return yield* sql<{ user_id: string; kind: string; amount: string; balance_after: string }>`
+      SELECT user_id, kind, amount::text, balance_after::text FROM credit_ledger ORDER BY user_id`
+  }))
+  t.same(rows.map((r) => [r.user_id, r.kind, Number(r.amount), Number(r.balance_after)]), [["usr_old", "grant", 70, 70]])
 })
