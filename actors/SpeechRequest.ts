@@ -3,9 +3,10 @@
  * segmentation, ordered synthesis with look-ahead, and the output container (WAV, raw PCM,
  * µ-law). The HTTP routes choose between `whole` (sync) and `stream`; both share this code.
  *
- * Credits: the text's characters are debited while the first segment is synthesized, before any
- * audio is delivered, and refunded for the part that was never delivered (all of it when the
- * first segment fails).
+ * Credits: the text's characters are reserved while the first segment is synthesized, before any
+ * audio is delivered, and the reservation is settled when the request ends: all of them on
+ * success, the characters delivered otherwise (nothing when the first segment fails). A process
+ * that dies in between charges nothing (its reservation is given back at the next start-up).
  */
 import { Effect, Fiber } from "effect"
 import { mulawEncode } from "../engines/audio/Mulaw.ts"
@@ -16,7 +17,7 @@ import { type Segment, segmentSentences } from "../engines/tts/Segmenter.ts"
 import { type ExpressivePart, expressiveSegments, hasExpressiveTags, parseExpressive } from "../engines/tts/ExpressiveTags.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { Priority } from "../runtime/WorkerPool.ts"
-import { Accounts } from "../storage/Accounts.ts"
+import { Accounts, type Reservation } from "../storage/Accounts.ts"
 import { synthesizeInOrder } from "./SentenceStream.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
@@ -99,10 +100,8 @@ export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input:
   } satisfies PreparedSpeech
 })
 
-const refund = (speech: PreparedSpeech, chars: number) =>
-  speech.userId === null || chars <= 0
-    ? Effect.void
-    : Effect.flatMap(Accounts, (a) => a.refund(speech.userId!, chars)).pipe(Effect.ignore)
+const settle = (reservation: Reservation | undefined, charged: number) =>
+  reservation === undefined ? Effect.void : Effect.flatMap(Accounts, (a) => a.settle(reservation, charged)).pipe(Effect.ignore)
 
 /** Audio bytes of one piece of PCM in the response's container (no header). */
 export const encodeBody = (format: OutputFormat, pcm: Int16Array): Uint8Array =>
@@ -117,8 +116,8 @@ export interface SegmentAudio {
 }
 
 /**
- * Synthesizes the segments in order with `ahead` in flight and hands each to `emit`. Refunds the
- * characters of segments never emitted when anything fails or the client goes away.
+ * Synthesizes the segments in order with `ahead` in flight and hands each to `emit`. Charges only
+ * the characters of segments emitted when anything fails or the client goes away.
  */
 export const runSegments = <E, R>(
   speech: PreparedSpeech,
@@ -135,12 +134,13 @@ export const runSegments = <E, R>(
     const priorityOf = (index: number): Priority => (index === 0 ? options.priority : "batch")
     let offsetMs = 0
     let deliveredChars = 0
-    // The debit (a database round trip) runs while the first segment is synthesized and gates
-    // its delivery: out of credits still answers 402 before any audio, and the round trip is
-    // off the time to first audio. Uninterruptible, so that once it ran its outcome is known
-    // to the refund below.
-    const debit = yield* Effect.forkChild(
-      speech.userId === null ? Effect.void : Effect.uninterruptible(Effect.flatMap(Accounts, (a) => a.debit(speech.userId!, countCharacters(speech.text))))
+    // The reservation (a database round trip) runs while the first segment is synthesized and
+    // gates its delivery: out of credits still answers 402 before any audio, and the round trip
+    // is off the time to first audio. `reserve` is uninterruptible, so once it ran its outcome
+    // is known to the settle below.
+    const cost = countCharacters(speech.text)
+    const reservation = yield* Effect.forkChild(
+      speech.userId === null ? Effect.succeed(undefined) : Effect.flatMap(Accounts, (a) => a.reserve(speech.userId!, cost, { purpose: "tts" }))
     )
     const run = synthesizeInOrder(
       speech.segments,
@@ -159,7 +159,7 @@ export const runSegments = <E, R>(
       },
       (output, segment, index) =>
         Effect.gen(function*() {
-          if (index === 0) yield* Fiber.join(debit)
+          if (index === 0) yield* Fiber.join(reservation)
           yield* emit({ segment, index, output, offsetMs })
           offsetMs += (output.pcm.length * 1000) / output.sampleRate
           deliveredChars = segment.charEnd
@@ -167,10 +167,10 @@ export const runSegments = <E, R>(
     )
     return yield* run.pipe(
       Effect.onExit((exit) =>
-        exit._tag === "Success"
-          ? Effect.void
-          : Effect.flatMap(Fiber.await(debit), (charged) =>
-            charged._tag === "Success" ? refund(speech, countCharacters(speech.text.slice(deliveredChars))) : Effect.void))
+        Effect.flatMap(Fiber.await(reservation), (held) =>
+          held._tag !== "Success"
+            ? Effect.void
+            : settle(held.value, exit._tag === "Success" ? cost : countCharacters(speech.text.slice(0, deliveredChars)))))
     )
   })
 

@@ -3,8 +3,11 @@
  * (the ASR engine, one pool task per segment, in parallel across workers) → optional speakers.
  * The synchronous endpoint and the job runner of a later issue both call `transcribeFile`.
  *
- * Credits: one per started second of decoded audio, debited after decoding (the duration is
- * known only then) and refunded if recognition fails.
+ * Credits: one per started second of decoded audio. One credit (the least any file costs) is
+ * reserved before decoding, so a caller with no balance is refused (402) before any work; the
+ * reservation grows to the decoded duration before recognition (402 when the balance is short)
+ * and is settled when recognition succeeds, given back when anything fails or is interrupted,
+ * and given back at the next start-up if the process dies.
  */
 import { Context, Effect, Layer } from "effect"
 import type { RecognizeInput, RecognizeOutput } from "../engines/asr/tasks.ts"
@@ -59,6 +62,12 @@ export const TranscriberLive = (options: { readonly concurrency: number }) =>
       const labeller = yield* Effect.serviceOption(SpeakerLabeller)
 
       const transcribeFile = Effect.fn("Transcriber.transcribeFile")(function*(file: string, request: TranscribeOptions) {
+        /** Credits to charge when the scope closes: set only once the transcript is complete. */
+        let charged = 0
+        const held = request.userId === null ? undefined : yield* Effect.acquireRelease(
+          accounts.reserve(request.userId, 1, { purpose: "stt" }),
+          (reservation) => accounts.settle(reservation, charged).pipe(Effect.ignore)
+        )
         const decodeStarted = performance.now()
         const audio = yield* Effect.tryPromise({
           try: (signal) => decodeMedia(file, { signal }),
@@ -66,8 +75,7 @@ export const TranscriberLive = (options: { readonly concurrency: number }) =>
         })
         const decodeMs = performance.now() - decodeStarted
         const seconds = Math.max(1, Math.ceil(audio.durationMs / 1000))
-        if (request.userId !== null) yield* accounts.debit(request.userId, seconds)
-        const refund = request.userId === null ? Effect.void : accounts.refund(request.userId, seconds).pipe(Effect.ignore)
+        if (held !== undefined) yield* accounts.resize(held, seconds)
 
         const recognise = Effect.gen(function*() {
           const vadStarted = performance.now()
@@ -112,11 +120,12 @@ export const TranscriberLive = (options: { readonly concurrency: number }) =>
             timings: { decodeMs, vadMs, asrMs, diarizeMs }
           } satisfies TranscriptionResult
         })
-        return yield* recognise.pipe(
-          Effect.mapError((e) => (e instanceof TranscriptionError ? e : (e as { _tag?: string })._tag === "PoolError" ? transcriptionFromPool(e as PoolError) : e)),
-          Effect.onError(() => refund)
+        const result = yield* recognise.pipe(
+          Effect.mapError((e) => (e instanceof TranscriptionError ? e : (e as { _tag?: string })._tag === "PoolError" ? transcriptionFromPool(e as PoolError) : e))
         )
-      })
+        charged = seconds
+        return result
+      }, Effect.scoped)
       return { transcribeFile }
     })
   )

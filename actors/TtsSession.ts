@@ -255,7 +255,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         const result = yield* Queue.take(results)
         switch (result._tag) {
           case "Audio": {
-            const debit = yield* Effect.exit(accounts.debit(userId, result.chunk.text.length))
+            const debit = yield* Effect.exit(accounts.debit(userId, result.chunk.text.length, { purpose: "tts_ws" }))
             if (debit._tag === "Failure") {
               const failure = Cause.squash(debit.cause)
               const client = (failure as { reason?: unknown }).reason === "InsufficientCredits"

@@ -56,7 +56,10 @@ export const settings = {
   wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),
   urlFetchAllowPrivate: setting("URL_FETCH_ALLOW_PRIVATE", "Let speech-to-text fetch source URLs on private and loopback addresses (tests, private deployments)", "false", Config.Boolean("URL_FETCH_ALLOW_PRIVATE").pipe(Config.withDefault(false))),
   urlFetchCaFile: setting("URL_FETCH_CA_FILE", "PEM file of extra CA certificates trusted when fetching source URLs", "(unset)", Config.option(Config.String("URL_FETCH_CA_FILE"))),
-  initialCredits: setting("INITIAL_CREDITS", "Credits given to a user created without an explicit amount", "10000", intIn("INITIAL_CREDITS", 10_000, 0, Number.MAX_SAFE_INTEGER))
+  initialCredits: setting("INITIAL_CREDITS", "Credits given to a user created without an explicit amount", "10000", intIn("INITIAL_CREDITS", 10_000, 0, Number.MAX_SAFE_INTEGER)),
+  instanceHeartbeatS: setting("INSTANCE_HEARTBEAT_S", "PostgreSQL: how often each instance records that it is alive and gives back the credits reserved by dead instances, s", "10", intIn("INSTANCE_HEARTBEAT_S", 10, 1, 3600)),
+  instanceStaleS: setting("INSTANCE_STALE_S", "PostgreSQL: an instance silent this long counts as dead and its reserved credits are given back; keep it several heartbeats, s", "60", intIn("INSTANCE_STALE_S", 60, 2, 86_400)),
+  tmpMaxAgeS: setting("TMP_MAX_AGE_S", "Temporary upload files under DATA_DIR/tmp older than this are deleted hourly and, with PostgreSQL, at start-up (younger ones may be another instance's upload in progress; embedded mode deletes them all at start-up), s", "21600", intIn("TMP_MAX_AGE_S", 21_600, 60, 365 * 86_400))
 } as const
 
 type Settings = typeof settings
@@ -80,6 +83,12 @@ export const loadConfig = (provider: ConfigProvider.ConfigProvider) =>
       const complaint = s.check?.(result.value)
       if (complaint !== undefined) problems.push(`${s.env}: ${complaint}`)
       values[key] = result.value
+    }
+    // A bound under two heartbeats would declare an instance dead after one late heartbeat.
+    const heartbeat = values.instanceHeartbeatS as number | undefined
+    const stale = values.instanceStaleS as number | undefined
+    if (heartbeat !== undefined && stale !== undefined && stale < 2 * heartbeat) {
+      problems.push(`INSTANCE_STALE_S: must be at least twice INSTANCE_HEARTBEAT_S (${heartbeat}), got ${stale}`)
     }
     if (problems.length > 0) {
       return yield* Effect.fail(new InvalidConfigError({ problems }))

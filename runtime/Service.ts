@@ -26,12 +26,14 @@ import { ttsRoutes } from "../protocol/routes/tts.ts"
 import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/routes/system.ts"
 import { Accounts, accountsLayer } from "../storage/Accounts.ts"
 import { Database, databaseLayer, databaseReady } from "../storage/Database.ts"
+import { instanceRegistryLayer, newInstanceId } from "../storage/InstanceRegistry.ts"
 import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
 import { uncaughtFaults } from "./FaultGuard.ts"
 import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
 import { loggingLayer } from "./Logging.ts"
 import { HttpMetrics, renderMetrics } from "./Metrics.ts"
 import { Router } from "./Router.ts"
+import { tmpPurgeLayer } from "./TmpPurge.ts"
 import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 
@@ -59,7 +61,14 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     dataDir: config.dataDir,
     ...(overrides.searchPath !== undefined ? { searchPath: overrides.searchPath } : {})
   })
-  const accounts = accountsLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(database))
+  // Reservations taken by this process carry its instance id; the registry gives back those of
+  // dead instances before the server is built, and keeps this one's heartbeat (PostgreSQL).
+  const instanceId = newInstanceId()
+  const accounts = accountsLayer({ initialCredits: config.initialCredits, instanceId }).pipe(Layer.provideMerge(database))
+  const housekeeping = Layer.mergeAll(
+    instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
+    tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
+  ).pipe(Layer.provide(accounts))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
   const voiceClones = VoiceClonesLive.pipe(Layer.provide(accounts))
   const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(
@@ -73,7 +82,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     Layer.provide(SpeakerLabellerLive),
     Layer.provide(Layer.merge(pool, accounts))
   )
-  return Layer.mergeAll(accounts, synthesizer, transcriber, cloning, Layer.succeed(AppConfig, config))
+  return Layer.mergeAll(accounts, housekeeping, synthesizer, transcriber, cloning, Layer.succeed(AppConfig, config))
 }
 
 /** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */

@@ -27,6 +27,8 @@ Commands:
   grant --user USER_ID --credits N        add N credits to a user
   list-users                              users with their credits and key counts
   list-keys --user USER_ID                a user's active keys
+  ledger --user USER_ID [--limit N]       a user's credit movements, newest first
+                                          (grants, debits, refunds; default 50, at most 500)
   help                                    this text
 
 Options:
@@ -48,6 +50,7 @@ type Command =
   | { readonly kind: "grant"; readonly user: string; readonly credits: number }
   | { readonly kind: "list-users" }
   | { readonly kind: "list-keys"; readonly user: string }
+  | { readonly kind: "ledger"; readonly user: string; readonly limit: number | undefined }
 
 const optionsOf: Record<Command["kind"], ReadonlyArray<string>> = {
   "help": [],
@@ -56,7 +59,8 @@ const optionsOf: Record<Command["kind"], ReadonlyArray<string>> = {
   "delete-key": ["key"],
   "grant": ["user", "credits"],
   "list-users": [],
-  "list-keys": ["user"]
+  "list-keys": ["user"],
+  "ledger": ["user", "limit"]
 }
 
 const isCommandName = (name: string): name is Command["kind"] => Object.hasOwn(optionsOf, name)
@@ -88,6 +92,7 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
         credits: { type: "string" },
         user: { type: "string" },
         key: { type: "string" },
+        limit: { type: "string" },
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" }
       }
@@ -103,7 +108,7 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
   if (name === undefined) throw new UsageError("no command given")
   if (!isCommandName(name)) throw new UsageError(`unknown command "${name}"`)
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`)
-  for (const option of ["name", "credits", "user", "key"] as const) {
+  for (const option of ["name", "credits", "user", "key", "limit"] as const) {
     if (values[option] !== undefined && !optionsOf[name].includes(option)) {
       throw new UsageError(`${name} does not take --${option}`)
     }
@@ -126,6 +131,11 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
       return { command: { kind: name }, json }
     case "list-keys":
       return { command: { kind: name, user: required(values.user, "user", name) }, json }
+    case "ledger": {
+      const limit = values.limit === undefined ? undefined : /^\d+$/.test(values.limit) ? Number(values.limit) : Number.NaN
+      if (limit !== undefined && !(limit >= 1 && limit <= 500)) throw new UsageError(`--limit must be a whole number from 1 to 500, got "${values.limit}"`)
+      return { command: { kind: name, user: required(values.user, "user", name), limit }, json }
+    }
   }
 }
 
@@ -165,7 +175,7 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
         )
       }
       case "grant": {
-        const balance = yield* accounts.grantCredits(command.user, command.credits)
+        const balance = yield* accounts.grantCredits(command.user, command.credits, { purpose: "admin" })
         return out({ user_id: command.user, credits: balance }, `user ${command.user} now has ${balance} credits`)
       }
       case "list-users": {
@@ -187,6 +197,26 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
           keys.length === 0
             ? `user ${command.user} has no active keys`
             : table(["KEY", "NAME", "PREFIX", "CREATED"], keys.map((k) => [k.keyId, k.name, `${k.prefix}…`, k.createdAt.toISOString()]))
+        )
+      }
+      case "ledger": {
+        const entries = yield* accounts.ledger(command.user, { limit: command.limit })
+        return out(
+          entries.map((e) => ({
+            id: e.id,
+            time: e.createdAt.toISOString(),
+            kind: e.kind,
+            amount: e.amount,
+            balance_after: e.balanceAfter,
+            purpose: e.purpose,
+            reference: e.reference
+          })),
+          entries.length === 0
+            ? `user ${command.user} has no credit movements`
+            : table(
+              ["ID", "TIME", "KIND", "AMOUNT", "BALANCE", "PURPOSE", "REFERENCE"],
+              entries.map((e) => [String(e.id), e.createdAt.toISOString(), e.kind, e.amount > 0 ? `+${e.amount}` : String(e.amount), String(e.balanceAfter), e.purpose ?? "", e.reference ?? ""])
+            )
         )
       }
     }

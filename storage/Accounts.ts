@@ -18,8 +18,11 @@
  *   completes synchronously, which the WebSocket upgrade relies on (runtime/WebSocketServer.ts);
  *   the staleness bounds above stay as they are.
  *
- * Credits are never cached: `debit` is one conditional UPDATE, so concurrent debits cannot
- * overdraw an account, on any number of processes.
+ * Credits are never cached: `debit` and `reserve` are one conditional UPDATE, so concurrent
+ * spenders cannot overdraw an account, on any number of processes. Work whose cost is known only
+ * at its end holds a reservation (`reserve`, then `settle` or `release`), which a crash cannot
+ * leave charged: storage/InstanceRegistry.ts gives back reservations of dead processes. Every
+ * grant, debit and refund is written to the ledger (storage/CreditLedger.ts), listed by `ledger`.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Context, Data, Effect, Layer, Option, Queue, Schedule } from "effect"
@@ -27,7 +30,11 @@ import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
 import { BoundedCache } from "./BoundedCache.ts"
+import { type CreditOrigin, type LedgerEntry, type LedgerPage, makeCreditMethods, type Reservation } from "./CreditLedger.ts"
 import { Database } from "./Database.ts"
+import { newInstanceId } from "./InstanceRegistry.ts"
+
+export type { CreditOrigin, LedgerEntry, LedgerPage, Reservation } from "./CreditLedger.ts"
 
 export interface Principal {
   readonly userId: string
@@ -90,14 +97,34 @@ export interface AccountsShape {
   readonly listKeys: (userId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, AccountsError | SqlError>
   readonly listUsers: () => Effect.Effect<ReadonlyArray<UserSummary>, SqlError>
   /** Adds credits; returns the new balance. */
-  readonly grantCredits: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+  readonly grantCredits: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<number, AccountsError | SqlError>
   readonly balance: (userId: string) => Effect.Effect<number, AccountsError | SqlError>
   /** The user with its current balance. */
   readonly getUser: (userId: string) => Effect.Effect<User, AccountsError | SqlError>
   /** Spends credits atomically; returns the remaining balance, or fails with InsufficientCredits. */
-  readonly debit: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+  readonly debit: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<number, AccountsError | SqlError>
   /** Gives back credits debited for work that then failed; returns the new balance. */
-  readonly refund: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+  readonly refund: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<number, AccountsError | SqlError>
+  /**
+   * Holds `amount` credits (taken from the balance, InsufficientCredits when short) for work
+   * whose cost is known at its end. Uninterruptible: once it ran, its outcome is the caller's.
+   * End every reservation with `settle` or `release` (from a finalizer: `Effect.ensuring`,
+   * `Effect.onExit`, `Effect.acquireRelease`); one of a process that dies is given back whole.
+   */
+  readonly reserve: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<Reservation, AccountsError | SqlError>
+  /** Makes the reservation hold `amount`; growing needs the balance (InsufficientCredits, unchanged). */
+  readonly resize: (reservation: Reservation, amount: number) => Effect.Effect<Reservation, AccountsError | SqlError>
+  /**
+   * Charges `charged` (at most what is held) as one ledger debit and gives back the rest;
+   * returns what was charged. Idempotent: a reservation already ended charges nothing.
+   */
+  readonly settle: (reservation: Reservation, charged: number) => Effect.Effect<number, SqlError>
+  /** Gives the whole reservation back (settle with 0). Idempotent. */
+  readonly release: (reservation: Reservation) => Effect.Effect<void, SqlError>
+  /** Credits of the user held by open reservations (not part of `balance`). */
+  readonly reserved: (userId: string) => Effect.Effect<number, SqlError>
+  /** The user's ledger entries, newest first. */
+  readonly ledger: (userId: string, page?: LedgerPage) => Effect.Effect<ReadonlyArray<LedgerEntry>, AccountsError | SqlError>
 }
 
 export class Accounts extends Context.Service<Accounts, AccountsShape>()("speech/storage/Accounts") {}
@@ -113,6 +140,8 @@ export interface AccountsOptions {
   readonly maxCachedKeys?: number
   /** Cached unknown keys. Default 1000. */
   readonly maxCachedUnknownKeys?: number
+  /** The instance that holds this process's reservations (storage/InstanceRegistry.ts). Default: a new id. */
+  readonly instanceId?: string
 }
 
 /** A key used within this window is kept warm in the cache, ms. */
@@ -140,6 +169,7 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
     const initialCredits = options.initialCredits ?? 0
     const shortTtlMs = options.shortTtlMs ?? 2_000
     const listenTtlMs = options.listenTtlMs ?? 300_000
+    const instanceId = options.instanceId ?? newInstanceId()
 
     const known = new BoundedCache<string, Principal>(options.maxCachedKeys ?? 10_000)
     const unknown = new BoundedCache<string, true>(options.maxCachedUnknownKeys ?? 1_000)
@@ -249,8 +279,14 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       Effect.gen(function*() {
         yield* requireAmount("createUser", credits)
         const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date }>`
-          INSERT INTO users (id, name, credits) VALUES (${randomId("usr")}, ${name}, ${credits})
-          RETURNING id, name, credits, created_at`
+          WITH u AS (
+            INSERT INTO users (id, name, credits) VALUES (${randomId("usr")}, ${name}, ${credits})
+            RETURNING id, name, credits, created_at
+          ), l AS (
+            INSERT INTO credit_ledger (user_id, kind, amount, balance_after, purpose)
+            SELECT id, 'grant', credits, credits, 'new user' FROM u WHERE credits > 0
+          )
+          SELECT id, name, credits, created_at FROM u`
         const row = rows[0]!
         return { userId: row.id, name: row.name, credits: toNumber(row.credits), createdAt: row.created_at } satisfies User
       })
@@ -346,24 +382,6 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       }))
     })
 
-    const addCredits = (operation: string, userId: string, amount: number) =>
-      Effect.gen(function*() {
-        yield* requireAmount(operation, amount)
-        const rows = yield* sql<{ credits: bigint }>`
-          UPDATE users SET credits = credits + ${amount} WHERE id = ${userId} RETURNING credits`
-        const row = rows[0]
-        if (row === undefined) return yield* userNotFound(userId)
-        return toNumber(row.credits)
-      })
-
-    const grantCredits = Effect.fn("Accounts.grantCredits")(function*(userId: string, amount: number) {
-      return yield* addCredits("grantCredits", userId, amount)
-    })
-
-    const refund = Effect.fn("Accounts.refund")(function*(userId: string, amount: number) {
-      return yield* addCredits("refund", userId, amount)
-    })
-
     const balance = Effect.fn("Accounts.balance")(function*(userId: string) {
       const rows = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
       const row = rows[0]
@@ -379,22 +397,13 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       return { userId: row.id, name: row.name, credits: toNumber(row.credits), createdAt: row.created_at } satisfies User
     })
 
-    const debit = Effect.fn("Accounts.debit")(function*(userId: string, amount: number) {
-      yield* requireAmount("debit", amount)
-      // One statement: the row lock taken by UPDATE makes check-and-subtract atomic, so
-      // concurrent debits serialise on the row and none can take the balance below zero.
-      const rows = yield* sql<{ credits: bigint }>`
-        UPDATE users SET credits = credits - ${amount}
-        WHERE id = ${userId} AND credits >= ${amount}
-        RETURNING credits`
-      const row = rows[0]
-      if (row !== undefined) return toNumber(row.credits)
-      const current = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
-      if (current[0] === undefined) return yield* userNotFound(userId)
-      return yield* new AccountsError({
-        reason: "InsufficientCredits",
-        message: `this needs ${amount} credits and the account has ${toNumber(current[0].credits)}`
-      })
+    const credits = makeCreditMethods({
+      sql,
+      instanceId,
+      userNotFound,
+      insufficient: (needed, has) =>
+        new AccountsError({ reason: "InsufficientCredits", message: `this needs ${needed} credits and the account has ${has}` }),
+      requireAmount
     })
 
     return Accounts.of({
@@ -405,11 +414,9 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       deleteKey,
       listKeys,
       listUsers,
-      grantCredits,
       balance,
       getUser,
-      debit,
-      refund
+      ...credits
     })
   })
 

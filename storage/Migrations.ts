@@ -9,10 +9,12 @@
 import * as Migrator from "effect/sql/Migrator"
 import accounts from "./migrations/0001_accounts.ts"
 import voiceClones from "./migrations/0002_voice_clones.ts"
+import creditLedger from "./migrations/0003_credit_ledger.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
-  "0002_voice_clones": voiceClones
+  "0002_voice_clones": voiceClones,
+  "0003_credit_ledger": creditLedger
 }
 
 export const migrationsTable = "speech_migrations"

@@ -25,6 +25,13 @@ t.test("every bad value is reported at once, by name", async (t) => {
   for (const name of ["PORT", "WORKERS", "LOG_LEVEL", "SITE_URL", "MAX_JSON_BODY_BYTES"]) t.match(error!.message, new RegExp(`\\b${name}: `))
 })
 
+t.test("INSTANCE_STALE_S must be at least two heartbeats", async (t) => {
+  const c = await load({})
+  t.same([c.instanceHeartbeatS, c.instanceStaleS, c.tmpMaxAgeS], [10, 60, 21_600], "defaults")
+  const error = await load({ INSTANCE_HEARTBEAT_S: "10", INSTANCE_STALE_S: "15" }).then(() => undefined, (e: Error) => e)
+  t.match(error?.message, /INSTANCE_STALE_S: must be at least twice INSTANCE_HEARTBEAT_S \(10\), got 15/)
+})
+
 t.test("SITE_URL keeps no trailing slash; DATABASE_URL is redacted", async (t) => {
   const c = await load({ SITE_URL: "https://speech.example/", DATABASE_URL: "postgres://u:secret@h/db" })
   t.equal(c.siteUrlText, "https://speech.example")

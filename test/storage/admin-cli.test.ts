@@ -70,6 +70,16 @@ t.test("create-user --json prints exactly one line {user_id, api_key}", async (t
     t.equal(granted.code, 0, granted.stderr)
     t.equal(granted.stdout, `user ${parsed.user_id} now has 10005 credits\n`)
 
+    const ledger = await cli(settings, "ledger", "--user", parsed.user_id, "--json")
+    t.equal(ledger.code, 0, ledger.stderr)
+    t.match(JSON.parse(ledger.stdout), [
+      { kind: "grant", amount: 5, balance_after: 10005, purpose: "admin" },
+      { kind: "grant", amount: 10000, balance_after: 10000, purpose: "new user" }
+    ], "the ledger lists both grants, newest first")
+    const ledgerText = await cli(settings, "ledger", "--user", parsed.user_id, "--limit", "1")
+    t.equal(ledgerText.code, 0, ledgerText.stderr)
+    t.match(ledgerText.stdout, /^ID\s+TIME\s+KIND\s+AMOUNT\s+BALANCE\s+PURPOSE\s+REFERENCE\n\d+\s+\S+\s+grant\s+\+5\s+10005\s+admin\n$/)
+
     const minted = await cli(settings, "mint-key", "--user", parsed.user_id, "--name", "ci", "--json")
     t.equal(minted.code, 0, minted.stderr)
     const key = JSON.parse(minted.stdout)
@@ -102,7 +112,9 @@ t.test("mistakes get one line on stderr and exit code 1, never a stack trace", a
     [["list-users", "--user", "usr_x"], /list-users does not take --user/],
     [["list-users", "--bogus"], /Unknown option '--bogus'/],
     [["grant", "--user", "usr_missing", "--credits", "5"], /no user usr_missing/],
-    [["delete-key", "--key", "key_missing"], /no active key key_missing/]
+    [["delete-key", "--key", "key_missing"], /no active key key_missing/],
+    [["ledger", "--user", "usr_x", "--limit", "0"], /--limit must be a whole number from 1 to 500/],
+    [["ledger", "--user", "usr_missing"], /no user usr_missing/]
   ]
   for (const [args, message] of cases) {
     const result = await cli(settings, ...args)
