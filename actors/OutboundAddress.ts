@@ -85,11 +85,28 @@ const classifyV6 = (v6: ipaddr.IPv6): AddressClass => {
   }
 }
 
+/**
+ * The address in the one spelling both the kernel and ipaddr.js read alike, or undefined.
+ * Hazard: ipaddr.js reads the dotted IPv4-compatible `::a.b.c.d` as IPv4-mapped
+ * `::ffff:a.b.c.d`, so text goes through the WHATWG URL parser first (hex groups only). A zone
+ * id is dropped: it picks an interface, not an address, and link-local is refused whatever it is.
+ */
+const canonical = (address: string): string | undefined => {
+  const bare = address.replace(/^\[(.*)\]$/, "$1").replace(/%.*$/, "")
+  let host: string
+  try {
+    host = new URL(`http://${bare.includes(":") ? `[${bare}]` : bare}/`).hostname.replace(/^\[(.*)\]$/, "$1")
+  } catch {
+    return undefined
+  }
+  return net.isIP(host) !== 0 ? host : undefined
+}
+
 /** Classifies one address as a resolver returns it (IPv4 dotted or IPv6, with or without brackets or zone). */
 export const classifyAddress = (address: string): AddressClass => {
-  const bare = address.replace(/^\[(.*)\]$/, "$1")
-  if (!ipaddr.isValid(bare)) return { allowed: false, range: "invalid" }
-  const ip = ipaddr.parse(bare)
+  const text = canonical(address)
+  if (text === undefined || !ipaddr.isValid(text)) return { allowed: false, range: "invalid" }
+  const ip = ipaddr.parse(text)
   return ip.kind() === "ipv4" ? classifyV4(ip as ipaddr.IPv4) : classifyV6(ip as ipaddr.IPv6)
 }
 
