@@ -11,9 +11,10 @@
  */
 import { Data, Effect } from "effect"
 import { randomBytes } from "node:crypto"
-import { createWriteStream, mkdirSync, rmSync } from "node:fs"
+import { createWriteStream, mkdirSync, rmSync, type WriteStream } from "node:fs"
 import * as https from "node:https"
 import * as path from "node:path"
+import * as tls from "node:tls"
 import { type CheckedTarget, makeOutboundGuard, type OutboundGuard } from "./OutboundAddress.ts"
 
 export class RemoteMediaError extends Data.TaggedError("RemoteMediaError")<{
@@ -56,12 +57,25 @@ const forLog = (url: URL) => `${url.protocol}//${url.host}${url.pathname}`
 
 const getOnce = (url: URL, target: CheckedTarget, options: FetchOptions, file: string) =>
   Effect.callback<{ redirect?: string; bytes?: number }, RemoteMediaError>((resume, signal) => {
+    let out: WriteStream | undefined
+    /** Closes the file first: the caller removes it, and a stream still opening would recreate it. */
+    const closeFile = (then: () => void) => {
+      if (out === undefined || out.closed) return then()
+      out.once("close", then)
+      out.destroy()
+    }
+    let failed = false
+    const failAfterClose = (error: RemoteMediaError) => {
+      failed = true
+      closeFile(() => resume(Effect.fail(error)))
+    }
     const request = https.get(url, {
       // Connect to the addresses the guard checked, not to a fresh lookup of the name; no pooled
       // socket, which could have been opened for another check.
       lookup: target.lookup,
       agent: false,
-      ...(options.ca !== undefined ? { ca: options.ca } : {}),
+      // `ca` replaces Node's root store; keep the public roots beside the extra certificates.
+      ...(options.ca !== undefined ? { ca: [...tls.rootCertificates, options.ca] } : {}),
       headers: { "user-agent": "speech-service/1 (media fetch)" },
       signal
     }, (response) => {
@@ -80,26 +94,30 @@ const getOnce = (url: URL, target: CheckedTarget, options: FetchOptions, file: s
         response.resume()
         return resume(Effect.fail(fail("HttpStatus", `${forLog(url)} answered ${status}`)))
       }
+      const tooLarge = () => fail("TooLarge", `the file at the URL is larger than the limit of ${options.maxBytes} bytes`)
       const declared = Number(response.headers["content-length"] ?? NaN)
       if (declared > options.maxBytes) {
         response.destroy()
-        return resume(Effect.fail(fail("TooLarge", `the file at the URL is larger than the limit of ${options.maxBytes} bytes`)))
+        return resume(Effect.fail(tooLarge()))
       }
-      const out = createWriteStream(file)
+      const file$ = createWriteStream(file)
+      out = file$
       let bytes = 0
       response.on("data", (chunk: Buffer) => {
         bytes += chunk.length
         if (bytes > options.maxBytes) {
           response.destroy()
-          out.destroy()
-          resume(Effect.fail(fail("TooLarge", `the file at the URL is larger than the limit of ${options.maxBytes} bytes`)))
+          failAfterClose(tooLarge())
         }
       })
-      response.pipe(out)
-      out.on("close", () => resume(Effect.succeed({ bytes })))
-      response.on("error", (e) => resume(Effect.fail(fail("Unreachable", `reading ${forLog(url)} failed: ${e.message}`))))
+      response.pipe(file$)
+      // A destroyed stream closes too: only a stream that was not failed has the whole file.
+      file$.on("close", () => failed || resume(Effect.succeed({ bytes })))
+      response.on("error", (e) => failAfterClose(fail("Unreachable", `reading ${forLog(url)} failed: ${e.message}`)))
     })
-    request.on("error", (e) => resume(Effect.fail(fail("Unreachable", `cannot fetch ${forLog(url)}: ${e.message}`))))
+    request.on("error", (e) => failAfterClose(fail("Unreachable", `cannot fetch ${forLog(url)}: ${e.message}`)))
+    // Interrupted (timeout, client gone): the request is aborted through `signal`; close the file.
+    return Effect.callback<void>((done) => closeFile(() => done(Effect.void)))
   })
 
 /** The syntax rules, the same for the caller's URL and each redirect target. */
