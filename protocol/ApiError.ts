@@ -33,7 +33,11 @@ interface Mapping {
   readonly code: string
   /** When false the client gets a generic message (the real one is logged). */
   readonly exposeMessage: boolean
+  /** The message shown instead when `exposeMessage` is false (default: a generic one per status). */
+  readonly publicMessage?: string
 }
+
+const URL_UNREACHABLE: Mapping = { status: 400, code: "url_unreachable", exposeMessage: false, publicMessage: "the URL could not be fetched" }
 
 /**
  * `<_tag>.<reason>` of each domain error → its HTTP answer. Add a row when a module adds a
@@ -67,12 +71,21 @@ const table: Record<string, Mapping> = {
   "TranscriptionError.UnsupportedLanguage": { status: 400, code: "unsupported_language", exposeMessage: true },
   "TranscriptionError.EngineUnavailable": { status: 502, code: "engine_unavailable", exposeMessage: true },
   "TranscriptionError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
+  // URL input: syntax errors and size are the caller's to fix and reveal nothing about the
+  // network; every network outcome gets the same answer (the real reason is logged), so the
+  // errors cannot map ports or tell refused ranges from dead hosts.
   "RemoteMediaError.BadUrl": { status: 400, code: "invalid_url", exposeMessage: true },
-  "RemoteMediaError.Forbidden": { status: 400, code: "url_forbidden", exposeMessage: true },
   "RemoteMediaError.TooLarge": { status: 413, code: "payload_too_large", exposeMessage: true },
-  "RemoteMediaError.Unreachable": { status: 400, code: "url_unreachable", exposeMessage: true },
-  "RemoteMediaError.HttpStatus": { status: 400, code: "url_unreachable", exposeMessage: true },
-  "RemoteMediaError.TimedOut": { status: 400, code: "url_timeout", exposeMessage: true },
+  "RemoteMediaError.Refused": URL_UNREACHABLE,
+  "RemoteMediaError.Unresolvable": URL_UNREACHABLE,
+  "RemoteMediaError.Unreachable": URL_UNREACHABLE,
+  "RemoteMediaError.HttpStatus": URL_UNREACHABLE,
+  "RemoteMediaError.TooManyRedirects": URL_UNREACHABLE,
+  "RemoteMediaError.BadRedirect": URL_UNREACHABLE,
+  "RemoteMediaError.TimedOut": URL_UNREACHABLE,
+  // The address guard's own error, for callers that let it through unchanged (webhooks).
+  "OutboundAddressError.Refused": URL_UNREACHABLE,
+  "OutboundAddressError.Unresolvable": URL_UNREACHABLE,
   // The database cannot be reached (down, network cut, credentials refused): the client may
   // retry later; the details (addresses, driver messages) stay in the log.
   "SqlError.ConnectionError": { status: 503, code: "database_unavailable", exposeMessage: false },
@@ -99,7 +112,7 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
     if (row !== undefined) {
       const message = row.exposeMessage && typeof tagged.message === "string" && tagged.message.length > 0
         ? tagged.message
-        : genericMessage(row.status)
+        : row.publicMessage ?? genericMessage(row.status)
       return { error: new ApiError({ status: row.status, code: row.code, message }), internal: row.status >= 500 }
     }
   }

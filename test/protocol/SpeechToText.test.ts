@@ -9,10 +9,7 @@
  * speaker count) are printed as comments; speeds are never asserted.
  */
 import { Effect } from "effect"
-import { execFileSync } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
-import * as https from "node:https"
-import type { AddressInfo } from "node:net"
 import * as net from "node:net"
 import * as path from "node:path"
 import t, { type Test } from "tap"
@@ -27,17 +24,8 @@ import { startTestService, type TestService } from "../support/service.ts"
 t.teardown(disposeSpeakers)
 const dir = scratchDir(t, "speech-stt-protocol-")
 
-// A self-signed certificate for the local https media server (URL input), made before the
-// service starts because the service reads URL_FETCH_CA_FILE at start-up.
-const certFile = path.join(dir, "cert.pem")
-const keyFile = path.join(dir, "key.pem")
-execFileSync("openssl", [
-  "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-  "-keyout", keyFile, "-out", certFile, "-days", "2", "-subj", "/CN=127.0.0.1",
-  "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"
-], { stdio: ["ignore", "ignore", "pipe"] })
-
-const service = await startTestService(t, { WORKERS: "2", URL_FETCH_ALLOW_PRIVATE: "true", URL_FETCH_CA_FILE: certFile })
+// URL input (cloud_storage_url / source_url) is tested in SpeechToTextUrl.test.ts.
+const service = await startTestService(t, { WORKERS: "2" })
 const owner = await service.newUser(10_000_000)
 
 const FLITE_VOICES = ["emma-en", "james-en", "angus-en", "kevin-en"] as const
@@ -475,56 +463,6 @@ t.test("413 past 100 MB, sent while the upload streams in (chunked, no Content-L
   t.ok(growthMb < 64, `memory did not grow with the upload (${growthMb.toFixed(1)} MB < 64 MB)`)
   const after = await transcribe(t, {}, { bytes: clipA })
   t.ok(after.text.length > 0, "the service goes on transcribing")
-})
-
-// ---------------------------------------------------------------------------------------------
-// URL input
-// ---------------------------------------------------------------------------------------------
-
-t.test("URL input: cloud_storage_url and source_url over https; refusals", async (t) => {
-  const served: Array<string> = []
-  const media = https.createServer({ key: readFileSync(keyFile), cert: readFileSync(certFile) }, (req, res) => {
-    served.push(req.url ?? "")
-    if (req.url === "/speech.wav") {
-      res.writeHead(200, { "content-type": "audio/wav", "content-length": twoSentences.length })
-      res.end(twoSentences)
-    } else if (req.url === "/moved") {
-      res.writeHead(302, { location: "/speech.wav" }).end()
-    } else if (req.url === "/loop") {
-      res.writeHead(302, { location: "/loop" }).end()
-    } else res.writeHead(404).end()
-  })
-  await new Promise<void>((resolve) => media.listen(0, "127.0.0.1", resolve))
-  t.teardown(() => new Promise<void>((resolve) => media.close(() => resolve())))
-  const origin = `https://127.0.0.1:${(media.address() as AddressInfo).port}`
-  const uploaded = await transcribe(t, {}, { bytes: twoSentences })
-
-  const viaCloud = await transcribe(t, { cloud_storage_url: `${origin}/speech.wav` })
-  t.equal(viaCloud.text, uploaded.text, "cloud_storage_url: the same transcript as the upload")
-  const viaSource = await transcribe(t, { source_url: `${origin}/moved` })
-  t.equal(viaSource.text, uploaded.text, "source_url, through one redirect: the same transcript")
-  t.same(served, ["/speech.wav", "/moved", "/speech.wav"])
-
-  await expectError(t, await stt({ model_id: "scribe_v1", cloud_storage_url: `${origin}/loop` }), 400)
-  t.ok(served.filter((u) => u === "/loop").length <= 6, `redirect loop stopped after ${served.filter((u) => u === "/loop").length} requests`)
-  await expectError(t, await stt({ model_id: "scribe_v1", cloud_storage_url: `${origin}/missing.wav` }), 400)
-  await expectError(t, await stt({ model_id: "scribe_v1", cloud_storage_url: `http://127.0.0.1:${(media.address() as AddressInfo).port}/speech.wav` }), 400, "invalid_url")
-  await expectError(t, await stt({ model_id: "scribe_v1", source_url: "not a url" }), 400, "invalid_url")
-  await expectError(t, await stt({ model_id: "scribe_v1", cloud_storage_url: `https://user:secret@127.0.0.1:1/x.wav` }), 400, "invalid_url")
-
-  // The default configuration refuses private and loopback addresses before connecting.
-  const strict = await startTestService(t, { WORKERS: "1" })
-  const stranger = await strict.newUser(10_000)
-  const before = served.length
-  for (const field of ["cloud_storage_url", "source_url"]) {
-    const res = await stt({ model_id: "scribe_v1", [field]: `${origin}/speech.wav` }, undefined, stranger.apiKey, strict)
-    const error = await expectError(t, res, 400, "url_forbidden")
-    t.match(error.message, /127\.0\.0\.1/, "the message names the address")
-  }
-  const localhost = await stt({ model_id: "scribe_v1", cloud_storage_url: `https://localhost:${(media.address() as AddressInfo).port}/speech.wav` }, undefined, stranger.apiKey, strict)
-  await expectError(t, localhost, 400, "url_forbidden")
-  t.equal(served.length, before, "the media server was never contacted")
-  t.equal(await Effect.runPromise(strict.accounts.balance(stranger.userId)), 10_000, "refusals cost nothing")
 })
 
 // ---------------------------------------------------------------------------------------------
