@@ -102,6 +102,13 @@ const getOnce = (url: URL, target: CheckedTarget, options: FetchOptions, file: s
       }
       const file$ = createWriteStream(file)
       out = file$
+      // Our disk failing (full, unwritable) is not the URL's fault: an internal fault (500, logged),
+      // and never an unlistened 'error' event.
+      file$.on("error", (e) => {
+        failed = true
+        response.destroy()
+        resume(Effect.die(e))
+      })
       let bytes = 0
       response.on("data", (chunk: Buffer) => {
         bytes += chunk.length
