@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: engines that are not on npm. Missing ones are reported by /readyz and the
 # start-up log instead of stopping the service, so a machine without apt still starts.
-apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us})
+apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us nginx-light})
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
