@@ -20,13 +20,19 @@ export interface Conversation {
 }
 
 /**
- * Writes `pieces` in order (a pause of `gapMs` between them), then waits until the server
- * closes or until `done(text)` holds, at most `waitMs`.
+ * Writes `pieces` in order (a pause of `gapMs` between them; with `ready`, piece i > 0 waits
+ * until `ready(i, text)` holds for what has arrived), then waits until the server closes or
+ * until `done(text)` holds, at most `waitMs`.
  */
 export const converse = (
   port: number,
   pieces: ReadonlyArray<string | Buffer>,
-  options: { readonly gapMs?: number; readonly waitMs?: number; readonly done?: (text: string) => boolean } = {}
+  options: {
+    readonly gapMs?: number
+    readonly waitMs?: number
+    readonly done?: (text: string) => boolean
+    readonly ready?: (piece: number, text: string) => boolean
+  } = {}
 ): Promise<Conversation> =>
   new Promise((resolve) => {
     const socket = net.connect(port, "127.0.0.1")
@@ -34,10 +40,12 @@ export const converse = (
     let closed = false
     let reset = false
     let settled = false
+    let wake: (() => void) | undefined
     const finish = () => {
       if (settled) return
       settled = true
       clearTimeout(timer)
+      wake?.()
       socket.destroy()
       resolve({ text, closed, reset })
     }
@@ -45,6 +53,7 @@ export const converse = (
     socket.on("data", (d) => {
       text += d.toString("latin1")
       if (options.done?.(text)) finish()
+      wake?.()
     })
     socket.on("error", (e: NodeJS.ErrnoException) => {
       if (e.code === "ECONNRESET") reset = true
@@ -56,6 +65,10 @@ export const converse = (
     socket.on("connect", async () => {
       for (let i = 0; i < pieces.length; i++) {
         if (i > 0 && (options.gapMs ?? 0) > 0) await new Promise((r) => setTimeout(r, options.gapMs))
+        const ready = options.ready
+        if (i > 0 && ready !== undefined) {
+          while (!ready(i, text) && !settled) await new Promise<void>((r) => (wake = r))
+        }
         if (socket.destroyed) return
         socket.write(pieces[i]!)
       }
