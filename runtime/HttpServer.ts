@@ -7,6 +7,13 @@
  * disconnects interrupts its fiber, which cancels whatever work it started (pool tasks included).
  * All writes are corked; streamed writes wait for `onWritable` under backpressure.
  *
+ * Framing (uWS 20.51 parses HTTP/1.1 only and frames bodies itself): HEAD gets GET's head and
+ * no body; conflicting Content-Lengths and repeated credentials are refused here; an answer
+ * written before its request body was read leaves the connection open while uWS drops the rest
+ * of the body (`discardLimitBytes`), so the client reads it instead of a reset. What uWS
+ * decides alone: HTTP/1.0 gets 505, and a request arriving while an earlier answer on the same
+ * connection is pending closes the connection.
+ *
  * Shutdown: `drain` stops the listener, lets in-flight fibers finish up to a deadline, then
  * interrupts the rest and closes every remaining connection.
  */
