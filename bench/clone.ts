@@ -13,6 +13,7 @@
  *     median F0 and syllable rate of all three (the embedding barely sees pitch and tempo).
  * The clone must beat its base for every reference. Engines run in this process (no server):
  * the numbers are about the DSP, not the HTTP path. Run: npm run bench:clone
+ * `--smoke` (BENCH_SMOKE=1): the first reference only.
  */
 import { resample } from "../engines/audio/Resampler.ts"
 import { planClone, renderClone } from "../engines/clone/CloneVoice.ts"
@@ -23,6 +24,7 @@ import { EspeakTts } from "../engines/tts/EspeakTts.ts"
 import { FliteTts } from "../engines/tts/FliteTts.ts"
 import type { EngineVoice, TtsEngine } from "../engines/tts/TtsEngine.ts"
 import { findPreset } from "../engines/tts/Voices.ts"
+import { smoke } from "./support.ts"
 
 const espeak = await EspeakTts.load()
 const flite = await FliteTts.load()
@@ -70,7 +72,7 @@ const rateOf = (pcm: Float32Array) => analyzeVoice(pcm).rate.syllablesPerSecond.
 
 const rows: Array<Array<string>> = []
 let failures = 0
-for (const s of SPEAKERS) {
+for (const s of smoke ? SPEAKERS.slice(0, 1) : SPEAKERS) {
   const texts = TEXTS[s.language]
   const enroll = await speak(s, texts.enroll)
   const profile = analyzeVoice(enroll)

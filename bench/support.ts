@@ -7,6 +7,13 @@ import * as path from "node:path"
 
 export const root = path.resolve(import.meta.dirname, "..")
 
+/**
+ * Smoke mode (`--smoke` or BENCH_SMOKE=1): tiny inputs, seconds instead of minutes, the same
+ * path end to end. `.ci/run` runs every bench so; a bench that breaks fails CI (non-zero exit)
+ * instead of rotting. Its numbers mean nothing.
+ */
+export const smoke = process.argv.includes("--smoke") || process.env.BENCH_SMOKE === "1"
+
 export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const s = net.createServer()

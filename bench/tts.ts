@@ -22,6 +22,8 @@
  * Knobs: BENCH_TTFB_REQUESTS (per concurrency level, default 10 × concurrency, at least 200),
  * BENCH_THROUGHPUT_TEXTS (default 120), BENCH_ROUNDS (throughput, default 2), WORKERS (default:
  * CPU count), BENCH_WS_LEVELS (concurrent WebSocket sessions to try, default 200,300,400).
+ * `--smoke` (BENCH_SMOKE=1): one worker, a few requests per step, 20 idle / 4 stalled / 4
+ * real-time WebSocket sessions; fails on any failed request or session, not on the numbers.
  * Targets: throughput ratio ≥ 0.8 (foundation issue); WebSocket: ≥ 200 real-time sessions,
  * < 100 KB per idle session. TTFB: no number was set; the lines print the ratio next to the
  * queueing floor (concurrency / workers first sentences ahead of you).
@@ -33,7 +35,7 @@ import { availableParallelism, loadavg } from "node:os"
 import { fileURLToPath } from "node:url"
 import { segmentSentences } from "../engines/tts/Segmenter.ts"
 import { findPreset } from "../engines/tts/Voices.ts"
-import { root, stop } from "./support.ts"
+import { root, smoke, stop } from "./support.ts"
 import { startServiceWithFds, webSocketBench } from "./ttsWs.ts"
 
 const VOICE_ID = "mari"
@@ -236,14 +238,14 @@ async function load<T>(concurrency: number, total: number, one: (i: number) => P
 }
 
 async function main() {
-  const workers = Number(process.env.WORKERS ?? availableParallelism())
-  const texts = throughputTexts(Number(process.env.BENCH_THROUGHPUT_TEXTS ?? 120))
+  const workers = Number(process.env.WORKERS ?? (smoke ? 1 : availableParallelism()))
+  const texts = throughputTexts(Number(process.env.BENCH_THROUGHPUT_TEXTS ?? (smoke ? 2 : 120)))
 
   console.log(`bench/tts: voice ${VOICE_ID} (espeak-ng ${voice.variant}), ${workers} worker(s), ${availableParallelism()} CPU(s), load average ${fmt(loadavg()[0]!)} at the start`)
 
   // Raw engine first, while nothing else of ours runs on the machine.
   progress("raw engine: first sentence, in process")
-  const raw = await rawFirstSentence(100)
+  const raw = await rawFirstSentence(smoke ? 5 : 100)
   progress(`raw engine: ${texts.length} texts in ${workers} process(es)`)
   const rawParallel = await rawThroughput(texts, workers)
   progress("starting the service")
@@ -269,14 +271,14 @@ async function main() {
 
     progress("warming the service")
     // Warm every worker thread (espeak loads lazily, once per thread) and the server's JIT.
-    checkOk(await load(workers * 2, workers * 20, stream), "warm-up")
-    checkOk(await load(workers * 2, workers * 4, (i) => sync(texts[i % texts.length]!, "wav")), "warm-up")
+    checkOk(await load(workers * 2, workers * (smoke ? 2 : 20), stream), "warm-up")
+    checkOk(await load(workers * 2, workers * (smoke ? 2 : 4), (i) => sync(texts[i % texts.length]!, "wav")), "warm-up")
 
     console.log("")
     console.log(`time to first audio byte, POST /stream (${segmentSentences(STREAM_TEXT, { locale: "et" }).length} sentences, wav 24 kHz), vs raw espeak-ng on the first sentence`)
     console.log(`  raw engine, first sentence (${fmt(raw.audioSeconds)} s of audio): p50 ${fmt(raw.p50)} ms, p99 ${fmt(raw.p99)} ms (in-process, warm)`)
-    for (const concurrency of [1, 10, 50]) {
-      const total = Number(process.env.BENCH_TTFB_REQUESTS ?? Math.max(200, concurrency * 10))
+    for (const concurrency of smoke ? [1, 2] : [1, 10, 50]) {
+      const total = Number(process.env.BENCH_TTFB_REQUESTS ?? (smoke ? 4 : Math.max(200, concurrency * 10)))
       const started = performance.now()
       const rs = await load(concurrency, total, stream)
       const wallS = (performance.now() - started) / 1000
@@ -295,7 +297,7 @@ async function main() {
     // Throughput: raw and service rounds alternate, so that load from elsewhere on a shared
     // machine hits both; the best round of each counts. CPU time per second of audio is also
     // printed: it does not depend on what else runs on the machine.
-    const rounds = Number(process.env.BENCH_ROUNDS ?? 2)
+    const rounds = Number(process.env.BENCH_ROUNDS ?? (smoke ? 1 : 2))
     const formats = [["wav", "24 kHz, resampled from 22.05 kHz in the workers"], ["pcm_22050", "the engine's own rate, no resampling"]] as const
     const rawRounds: Array<Awaited<ReturnType<typeof rawThroughput>>> = [rawParallel]
     const serviceRounds: Record<string, Array<{ rate: number; audioSeconds: number; wallS: number; cpuS: number | undefined }>> = { wav: [], pcm_22050: [] }

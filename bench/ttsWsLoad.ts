@@ -18,6 +18,9 @@
  * - `release`: closes every socket `idle` or `stall` left open.
  *
  * Text is generated from a seeded PRNG per session, so every run sends the same words.
+ *
+ * No smoke mode of its own: `bench/tts.ts --smoke` drives it with small commands (20 idle,
+ * 4 stalled, 4 real-time sessions), so CI runs it end to end.
  */
 import WebSocket from "ws"
 

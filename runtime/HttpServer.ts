@@ -7,6 +7,13 @@
  * disconnects interrupts its fiber, which cancels whatever work it started (pool tasks included).
  * All writes are corked; streamed writes wait for `onWritable` under backpressure.
  *
+ * Framing (uWS 20.51 parses HTTP/1.1 only and frames bodies itself): HEAD gets GET's head and
+ * no body; conflicting Content-Lengths and repeated credentials are refused here; an answer
+ * written before its request body was read leaves the connection open while uWS drops the rest
+ * of the body (`discardLimitBytes`), so the client reads it instead of a reset. What uWS
+ * decides alone: HTTP/1.0 gets 505, and a request arriving while an earlier answer on the same
+ * connection is pending closes the connection.
+ *
  * Shutdown: `drain` stops the listener, lets in-flight fibers finish up to a deadline, then
  * interrupts the rest and closes every remaining connection.
  */
@@ -62,6 +69,16 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       // Everything from `req` must be copied now: it is invalid after this callback returns.
       const x = new Exchange(res, req)
       res.onAborted(() => x.abort())
+      if (x.malformed !== undefined) {
+        const error = x.malformed
+        if (!x.framingBroken) return x.reject(error)
+        // Answered after uWS has parsed the rest of this read: bytes after the head may hold a
+        // request smuggled in the body. While this one is unanswered, uWS closes the connection
+        // on seeing another rather than dispatching it (its rule for pipelining behind a
+        // pending response); with none, the 400 goes out and the connection closes.
+        setImmediate(() => x.reject(error, true))
+        return
+      }
       const match = options.router.match(x.method, x.path)
       if (draining) {
         return x.reject(new ApiError({ status: 503, code: "shutting_down", message: "the server is shutting down" }), true)
@@ -170,6 +187,10 @@ class Exchange {
   readonly body: RequestBody | undefined
   aborted = false
   headSent = false
+  /** Set when the head itself is unacceptable (repeated credential or Content-Length). */
+  malformed: ApiError | undefined = undefined
+  /** The body's length is ambiguous: answer and close, nothing after it can be trusted. */
+  framingBroken = false
   onWritable: (() => void) | undefined = undefined
   fiber: Fiber.Fiber<unknown, unknown> | undefined = undefined
   routeLabel = "unmatched"
@@ -182,6 +203,8 @@ class Exchange {
     this.rawQuery = req.getQuery() ?? ""
     const headers = this.headers
     req.forEach((k, v) => {
+      const earlier = headers[k]
+      if (earlier !== undefined) this.repeated(k, earlier, v)
       headers[k] = v
     })
     this.requestId = validRequestId(headers["x-request-id"]) ?? nextRequestId()
@@ -192,6 +215,35 @@ class Exchange {
       // onData must be attached now: uWS drops body bytes that arrive with no handler.
       this.body = new RequestBody(res, declared, expectsBody)
     }
+  }
+
+  /**
+   * A header sent twice. Two different Content-Lengths make the body's end ambiguous (uWS
+   * frames by the first, a proxy in front may have used the other: request smuggling), so the
+   * connection cannot continue. Two credentials are refused rather than picking one.
+   */
+  private repeated(name: string, earlier: string, value: string): void {
+    if (name === "content-length" && earlier.trim() !== value.trim()) {
+      this.framingBroken = true
+      this.malformed = badRequest("conflicting Content-Length headers", "invalid_request")
+    } else if (name === "xi-api-key" || name === "authorization") {
+      this.malformed ??= badRequest(`the ${name} header is sent more than once`, "invalid_request")
+    }
+  }
+
+  /**
+   * Frees the request body before the reply is written and says whether the connection can
+   * stay open after it. A body still arriving is dropped as it comes (uWS frames its rest by
+   * Content-Length), up to `discardLimitBytes`: the client, still uploading, can then read the
+   * reply instead of having its connection reset under it. A chunked body, or a rest larger
+   * than the limit, cannot be waited out: the connection closes after the reply.
+   */
+  keepsConnection(): boolean {
+    const body = this.body
+    if (body === undefined) return true
+    const remaining = body.remaining
+    body.discard()
+    return remaining !== undefined && remaining <= discardLimitBytes
   }
 
   get query(): URLSearchParams {
@@ -226,7 +278,7 @@ class Exchange {
   }
 
   /** Answers synchronously, before any fiber exists (404, 405, draining). */
-  reject(error: ApiError, close = this.body !== undefined): void {
+  reject(error: ApiError, close = false): void {
     sendError(this, error, close)
     this.finish(error.status)
   }
@@ -274,7 +326,7 @@ const failed = (x: Exchange, cause: Cause.Cause<unknown>): Effect.Effect<number>
       })
       return 200
     }
-    sendError(x, error, x.body?.unread ?? false)
+    sendError(x, error, false)
     return error.status
   }))
 }
@@ -332,18 +384,47 @@ const writeHead = (res: uWS.HttpResponse, status: number, requestId: string, hea
 }
 
 const sendError = (x: Exchange, error: ApiError, closeConnection: boolean) => {
-  if (x.aborted) return
-  x.body?.release()
-  const res = x.res
   const headers: Record<string, string> = { "content-type": "application/json", ...error.headers }
   if (error.status === 401) headers["www-authenticate"] = wwwAuthenticate
+  deliver(x, error.status, headers, errorBody(error), closeConnection)
+}
+
+/**
+ * Writes a whole reply. HEAD gets the head alone, with the Content-Length GET would have: a
+ * body there would be read as the start of the next response.
+ */
+const deliver = (x: Exchange, status: number, headers: Readonly<Record<string, string>>, body: string | Uint8Array, closeConnection: boolean) => {
+  if (x.aborted) return
+  const close = !x.keepsConnection() || closeConnection
+  const res = x.res
   res.cork(() => {
-    writeHead(res, error.status, x.requestId, headers)
-    // An unread body would be parsed as the next request; closing is the only safe answer.
-    res.end(errorBody(error), closeConnection)
+    writeHead(res, status, x.requestId, headers)
+    if (x.method === "HEAD") {
+      // Not endWithoutBody(length): uWS 20.51 then waits for that many bytes and keeps the
+      // response pending, so the next request on the connection closes it. A closing answer
+      // (draining, broken framing) only says Content-Length: 0; nothing follows it anyway.
+      if (close) {
+        res.endWithoutBody(0, true)
+      } else {
+        res.writeHeader("Content-Length", String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength))
+        res.endWithoutBody()
+      }
+    } else {
+      res.end(body, close)
+    }
   })
   x.headSent = true
 }
+
+/**
+ * Bytes of a request body still to come that are read and dropped after an early reply
+ * (401 before an upload was read, 413 from its Content-Length), so that a client still
+ * uploading reads the reply instead of a reset. Above the largest upload any route accepts
+ * (100 MB for transcription), so the discard never holds a connection longer than an accepted
+ * upload could. The time is bounded by uWS, which drops a connection whose body arrives slower
+ * than 16 KB/s for 10 s.
+ */
+export const discardLimitBytes = 128 * 1024 * 1024
 
 let wwwAuthenticate = "Bearer"
 /** Set once at start-up from SITE_URL (SPEC 7: 401 points at the protected-resource metadata). */
@@ -355,13 +436,7 @@ export const authenticateChallenge = (): string => wwwAuthenticate
 
 /** Writes a whole reply at once; returns its status. */
 const sendFull = (exchange: Exchange, reply: Extract<Reply, { _tag: "Full" }>): number => {
-  const res = exchange.res
-  exchange.body?.release()
-  res.cork(() => {
-    writeHead(res, reply.status, exchange.requestId, reply.headers)
-    res.end(reply.body, exchange.body?.unread ?? false)
-  })
-  exchange.headSent = true
+  deliver(exchange, reply.status, reply.headers, reply.body, false)
   return reply.status
 }
 
@@ -369,9 +444,18 @@ const send = <R>(exchange: Exchange, reply: Reply<R>): Effect.Effect<number, unk
   const res = exchange.res
   const requestId = exchange.requestId
   if (exchange.aborted) return statusEffect(499)
-  exchange.body?.release()
   // `send` runs inside the fiber (a flatMap continuation), so writing here is in order.
   if (reply._tag === "Full") return statusEffect(sendFull(exchange, reply))
+  const close = !exchange.keepsConnection()
+  if (exchange.method === "HEAD") {
+    // The stream is not run: a HEAD answer has no body, and its length is unknown.
+    res.cork(() => {
+      writeHead(res, reply.status, requestId, reply.headers)
+      res.endWithoutBody()
+    })
+    exchange.headSent = true
+    return statusEffect(reply.status)
+  }
   // The head goes out with the first chunk, so a failure before any audio still gets a normal
   // error status (SPEC 4.1 rule 3).
   const writer: ResponseWriter = {
@@ -403,7 +487,7 @@ const send = <R>(exchange: Exchange, reply: Reply<R>): Effect.Effect<number, unk
     if (!exchange.aborted) {
       res.cork(() => {
         if (!exchange.headSent) writeHead(res, reply.status, requestId, reply.headers)
-        res.end()
+        res.end("", close)
       })
       exchange.headSent = true
     }

@@ -22,6 +22,8 @@ export class RequestBody implements BodyReader {
   private ended: boolean
   private paused = false
   private consumed = false
+  /** Set once the reply is out: later bytes of the body are dropped as they arrive. */
+  private discarding = false
   private wake: (() => void) | undefined
 
   constructor(
@@ -33,6 +35,12 @@ export class RequestBody implements BodyReader {
     this.ended = !expectsBody
     if (expectsBody) {
       res.onData((chunk, isLast) => {
+        if (this.discarding) {
+          // The reply is out; uWS still frames the rest of the body, we only drop it.
+          this.received += chunk.byteLength
+          if (isLast) this.ended = true
+          return
+        }
         // Must copy: the ArrayBuffer is neutered as soon as this callback returns.
         const copy = new Uint8Array(chunk.byteLength)
         copy.set(new Uint8Array(chunk))
@@ -65,9 +73,30 @@ export class RequestBody implements BodyReader {
     }
   }
 
-  /** True when bytes of the body were left unread; the connection must then be closed. */
+  /** True while bytes of the body are still to arrive from the client. */
   get unread(): boolean {
-    return !this.ended || this.queuedBytes > 0
+    return !this.ended
+  }
+
+  /**
+   * Bytes of the body still to arrive, when Content-Length declared them; undefined for a
+   * chunked body, whose end only its terminating chunk tells.
+   */
+  get remaining(): number | undefined {
+    if (this.ended) return 0
+    return this.declaredLength === undefined ? undefined : Math.max(0, this.declaredLength - this.received)
+  }
+
+  /**
+   * From now on the body is dropped as it arrives, and queued chunks are freed. Called when the
+   * reply is written before the body was read to its end (an early 401 or 413): uWS keeps
+   * framing the rest of the body by its Content-Length, so the connection stays in step.
+   */
+  discard(): void {
+    this.discarding = true
+    this.queue.length = 0
+    this.queuedBytes = 0
+    this.release()
   }
 
   private notify(): void {

@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: engines that are not on npm. Missing ones are reported by /readyz and the
 # start-up log instead of stopping the service, so a machine without apt still starts.
-# pocketsphinx-testdata is for the tests only: real human English speech (clone language).
-apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us pocketsphinx-testdata})
+# Tests need a few more (scripts/test.sh sets SPEECH_TEST_APT_PACKAGES): pocketsphinx-testdata
+# (real human English speech) and nginx-light (the HTTP/1.0 proxy test runs a private nginx).
+apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us} ${SPEECH_TEST_APT_PACKAGES:-})
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
