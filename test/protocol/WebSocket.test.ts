@@ -159,21 +159,21 @@ t.test("503 before the upgrade when WS_ENABLED=false", async (t) => {
   t.equal(multi.status, 503)
 })
 
-t.test("thresholds: 39 characters and '.' wait, 40 are synthesized at the boundary, 240 force a cut", async (t) => {
+t.test("thresholds: 39 characters counting the '.' wait, 40 are synthesized at the boundary, 240 force a cut", async (t) => {
   const ws = await open(t)
   ws.send({ text: " " })
-  const s39 = `${sentence(39)}.`
+  const s39 = `${sentence(38)}.`
   ws.send({ text: `${s39} ` })
   ws.send({ text: "Lõpp." })
   ws.send({ flush: true })
   const a = await until(ws, (f) => f.flushDone === true)
-  t.equal(a.filter(isAudio).length, 1, "39 + '.': one synthesis, made by the flush")
+  t.equal(a.filter(isAudio).length, 1, "38 + '.': one synthesis, made by the flush")
   t.equal(spoken(a), `${s39} Lõpp.`)
 
-  const s40 = `${sentence(40)}.`
+  const s40 = `${sentence(39)}.`
   ws.send({ text: `${s40} ` })
   const first = await ws.nextJson()
-  t.ok(isAudio(first), "40 + '.': synthesized without a flush")
+  t.ok(isAudio(first), "39 + '.' (40 held): synthesized without a flush")
   t.equal(first.alignment.chars.join(""), s40)
   ws.send({ text: "Lõpp.", flush: true })
   const b = await until(ws, (f) => f.flushDone === true)
