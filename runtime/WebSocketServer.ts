@@ -15,6 +15,11 @@
  * Inbound frames over 64 KiB get an error frame and close 1009 (uWS's own limit is set higher so
  * that we see them).
  *
+ * Revocation: open sessions are indexed by the API key they authenticated with; Accounts reports
+ * deleted keys (`watchRevocations`: at once for deletes it hears of, within shortTtlMs otherwise)
+ * and each of their sessions gets an error frame `key_revoked`, close 1008, and its fiber
+ * interrupted, which stops its synthesis and debits.
+ *
  * Backpressure: a frame is written only while the socket holds at most SEND_LOW_WATER bytes;
  * otherwise the sender waits for uWS's `drain`. Since each frame is at most one chunk of audio
  * (240 characters: about 2.5 MB of base64 at speed 0.5), the buffer stays far below
@@ -41,7 +46,7 @@ import { errorFrame } from "../actors/TtsFrames.ts"
 import { OUTPUT_SAMPLE_RATES, OutputFormatError, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
 import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
 import type { Principal } from "../protocol/Http.ts"
-import type { Accounts } from "../storage/Accounts.ts"
+import { Accounts } from "../storage/Accounts.ts"
 import { authenticateChallenge, presentedCredential } from "./HttpServer.ts"
 
 export interface TtsWebSocketOptions {
@@ -256,6 +261,31 @@ const decodeSegment = (s: string): string => {
 
 export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets => {
   const open = new Set<Connection>()
+  /** Open sessions by the API key they authenticated with, to close them when it is deleted. */
+  const byKey = new Map<string, Set<Connection>>()
+  const track = (conn: Connection) => {
+    const keyId = conn.admitted.principal.keyId
+    if (keyId === null) return
+    let set = byKey.get(keyId)
+    if (set === undefined) byKey.set(keyId, (set = new Set()))
+    set.add(conn)
+  }
+  const untrack = (conn: Connection) => {
+    const keyId = conn.admitted.principal.keyId
+    const set = keyId === null ? undefined : byKey.get(keyId)
+    if (set === undefined) return
+    set.delete(conn)
+    if (set.size === 0) byKey.delete(keyId!)
+  }
+  /** A deleted key ends its sessions: no more synthesis, no more debits (1008, `key_revoked`). */
+  const revoked = (keyIds: ReadonlyArray<string>) => {
+    for (const keyId of keyIds) {
+      for (const conn of byKey.get(keyId) ?? []) {
+        conn.abort(CLOSE_POLICY, "key revoked", errorFrame("key_revoked", "the API key this session authenticated with was deleted"))
+      }
+      byKey.delete(keyId)
+    }
+  }
 
   const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode, query: URLSearchParams) =>
     Effect.gen(function*() {
@@ -275,6 +305,8 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
   const register = (app: uWS.TemplatedApp) =>
     Effect.gen(function*() {
       const runFork = yield* FiberSet.makeRuntime<Synthesizer | Accounts>()
+      const accounts = yield* Accounts
+      yield* accounts.watchRevocations({ keyIds: () => byKey.keys(), revoked })
       for (const [suffix, mode] of [["stream-input", "single"], ["multi-stream-input", "multi"]] as const) {
         app.ws<SocketData>(`${options.apiBase}/text-to-speech/:voice_id/${suffix}`, {
           compression: uWS.DISABLED,
@@ -340,6 +372,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             const conn = ws.getUserData().conn
             conn.ws = ws
             open.add(conn)
+            track(conn)
             const { principal, voice, mode, format, idleTimeoutMs } = conn.admitted
             conn.fiber = runFork(runTtsSession({
               mode,
@@ -376,6 +409,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
           close: (ws) => {
             const conn = ws.getUserData().conn
             open.delete(conn)
+            untrack(conn)
             conn.onClosed()
           }
         })

@@ -22,7 +22,7 @@
  * overdraw an account, on any number of processes.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Data, Effect, Layer, Option, Queue, Schedule } from "effect"
+import { Context, Data, Duration, Effect, Latch, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
@@ -77,6 +77,14 @@ export interface DeletedKey {
   readonly userId: string
 }
 
+/** Keys held by long-lived sessions (WebSocket), watched for deletion; see `watchRevocations`. */
+export interface KeyWatch {
+  /** Key ids in use now; read at every check. */
+  readonly keyIds: () => Iterable<string>
+  /** Called with ids found deleted (each id reported until it leaves `keyIds`). */
+  readonly revoked: (keyIds: ReadonlyArray<string>) => void
+}
+
 export interface AccountsShape {
   readonly authenticate: (apiKey: string) => Effect.Effect<Principal, AccountsError | SqlError>
   readonly createUser: (input: { readonly name: string; readonly credits?: number | undefined }) => Effect.Effect<User, SqlError>
@@ -98,6 +106,14 @@ export interface AccountsShape {
   readonly debit: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
   /** Gives back credits debited for work that then failed; returns the new balance. */
   readonly refund: (userId: string, amount: number) => Effect.Effect<number, AccountsError | SqlError>
+  /**
+   * Tells `watch` which of its keys were deleted, for as long as the scope is open. A session that
+   * authenticated once must learn of a revocation itself: checks run right after any key change
+   * this process hears of (its own `deleteKey`, a NOTIFY from another process) and every
+   * shortTtlMs / 2 where notifications cannot be relied on (embedded mode, LISTEN down); so within
+   * the same bounds as the key cache.
+   */
+  readonly watchRevocations: (watch: KeyWatch) => Effect.Effect<void, never, Scope.Scope>
 }
 
 export class Accounts extends Context.Service<Accounts, AccountsShape>()("speech/storage/Accounts") {}
@@ -150,8 +166,11 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
      * it may have read a row that the invalidation was about.
      */
     let epoch = 0
+    /** Opened by every invalidation: revocation checks run then (see watchRevocations). */
+    const keysChanged = Latch.makeUnsafe(false)
     const invalidate = (hashHex: string | undefined) => {
       epoch++
+      keysChanged.openUnsafe()
       if (hashHex === undefined) {
         known.clear()
         unknown.clear()
@@ -219,6 +238,34 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         Effect.repeat(Schedule.spaced(refreshMs))
       )
     )
+
+    // ---- revocation of keys held by long-lived sessions -----------------------------------------
+    const watches = new Set<KeyWatch>()
+    const checkRevocations = Effect.gen(function*() {
+      const ids = new Set<string>()
+      for (const w of watches) for (const id of w.keyIds()) ids.add(id)
+      if (ids.size === 0) return
+      const all = [...ids]
+      const alive = new Set<string>()
+      for (let i = 0; i < all.length; i += 1000) {
+        const rows = yield* sql<{ id: string }>`
+          SELECT id FROM api_keys WHERE id IN ${sql.in(all.slice(i, i + 1000))} AND deleted_at IS NULL`
+        for (const row of rows) alive.add(row.id)
+      }
+      const gone = all.filter((id) => !alive.has(id))
+      if (gone.length > 0) for (const w of watches) w.revoked(gone)
+    })
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      // With LISTEN confirmed every change wakes us; the timer is a safety net then.
+      yield* Effect.timeoutOption(keysChanged.await, Duration.millis(listening ? listenTtlMs : refreshMs))
+      // Closed before the check: a change during the query wakes the next round.
+      keysChanged.closeUnsafe()
+      yield* checkRevocations.pipe(
+        Effect.catch((error) => Effect.logWarning("checking API keys of open sessions failed; retrying", error))
+      )
+    })))
+    const watchRevocations = (watch: KeyWatch) =>
+      Effect.acquireRelease(Effect.sync(() => void watches.add(watch)), () => Effect.sync(() => void watches.delete(watch)))
 
     const authenticate = Effect.fn("Accounts.authenticate")(function*(apiKey: string) {
       if (!isWellFormedApiKey(apiKey)) return yield* invalidKey()
@@ -409,7 +456,8 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       balance,
       getUser,
       debit,
-      refund
+      refund,
+      watchRevocations
     })
   })
 
