@@ -406,11 +406,16 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
 
           drain: (ws) => ws.getUserData().conn.onDrain(),
 
-          close: (ws) => {
+          close: (ws, code, message) => {
             const conn = ws.getUserData().conn
             open.delete(conn)
             untrack(conn)
             conn.onClosed()
+            // 1006 with a reason: uWS dropped the connection itself (a text frame that is not
+            // UTF-8, a message over UWS_MAX_PAYLOAD); the client saw no close frame, so say it here.
+            if (code === 1006 && message.byteLength > 0) {
+              runFork(Effect.logInfo("WebSocket dropped by uWS", { reason: Buffer.from(message).toString("utf8") }))
+            }
           }
         })
       }

@@ -186,3 +186,24 @@ t.test("a frame over 64 KiB closes with 1009 and a reason, on both endpoints", a
   const under = await wsLibraryClose("stream-input", (c) => c.send(JSON.stringify({ text: "x".repeat(60 * 1024) })))
   t.equal(under.code, CLOSE_POLICY)
 })
+
+/**
+ * uWS (this build) drops the TCP connection without a close frame for a text frame that is not
+ * UTF-8 and for a message over its own limit (1 MiB): the client sees 1006, not 1007 / 1009, and
+ * the server cannot change that (uWebSockets issue #1321). What is ours to keep: the session
+ * ends, nothing of the frame is spoken, the server goes on.
+ */
+t.test("invalid UTF-8 in a text frame, and a frame over 1 MiB: the connection ends (uWS: 1006), the server goes on", async (t) => {
+  const raw = await open(t)
+  raw.send({ text: " " })
+  raw.sendRawText(Buffer.from([...Buffer.from('{"text":"'), 0xff, 0xfe, ...Buffer.from('"}')]))
+  const invalid = await raw.next()
+  t.equal(invalid.type, "close", "no frame answers it")
+  t.ok(invalid.type === "close" && (invalid.code === 1006 || invalid.code === 1007), `closed with ${invalid.type === "close" ? invalid.code : "?"}`)
+  const huge = await wsLibraryClose("stream-input", (c) => c.send("x".repeat(2 * 1024 * 1024)))
+  t.ok(huge.code === 1006 || huge.code === 1009, `closed with ${huge.code}`)
+  const ws = await open(t)
+  ws.send({ text: " " })
+  ws.send({ text: "Tere!", flush: true })
+  t.ok((await until(ws, (f) => f.flushDone === true)).some(isAudio), "the server still speaks")
+})
