@@ -480,7 +480,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
       // chunk): look again in a second; the clock restarts when the synthesis ends.
       const left = synthesizing > 0 ? 1000 : lastActivity + options.idleTimeoutMs - Date.now()
       if (left <= 0) {
-        socket.sendNow(errorFrame("idle_timeout", `no frame for ${Math.round(options.idleTimeoutMs / 1000)} s; the session is closed`))
+        socket.sendNow(errorFrame("idle_timeout", `no frame for ${Number((options.idleTimeoutMs / 1000).toFixed(1))} s; the session is closed`))
         return { code: CLOSE_SERVER_ERROR, reason: "idle timeout" }
       }
       const next = yield* Effect.timeoutOption(options.inbox.take, Duration.millis(left))
