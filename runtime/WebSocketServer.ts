@@ -136,6 +136,8 @@ export const inactivityTimeoutMs = (value: string | undefined, defaultMs: number
  */
 interface SocketData {
   readonly conn: Connection
+  /** Admission read the database (key cache miss): the key may have been deleted since. */
+  readonly admittedAsync: boolean
 }
 
 /** One socket: the session's view of it, and the uWS handle while it is open. */
@@ -306,7 +308,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
     Effect.gen(function*() {
       const runFork = yield* FiberSet.makeRuntime<Synthesizer | Accounts>()
       const accounts = yield* Accounts
-      yield* accounts.watchRevocations({ keyIds: () => byKey.keys(), revoked })
+      const revocations = yield* accounts.watchRevocations({ keyIds: () => byKey.keys(), revoked })
       for (const [suffix, mode] of [["stream-input", "single"], ["multi-stream-input", "multi"]] as const) {
         app.ws<SocketData>(`${options.apiBase}/text-to-speech/:voice_id/${suffix}`, {
           compression: uWS.DISABLED,
@@ -353,7 +355,8 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
                 onSuccess: (admitted) =>
                   Effect.sync(() => {
                     if (aborted) return
-                    const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admitted) }, key, protocol, extensions, context)
+                    const admittedAsync = !insideHandler
+                    const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admitted), admittedAsync }, key, protocol, extensions, context)
                     if (insideHandler) upgrade()
                     else res.cork(upgrade)
                   }),
@@ -373,6 +376,8 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             conn.ws = ws
             open.add(conn)
             track(conn)
+            // A NOTIFY of its deletion may have come between that read and `track`: check once.
+            if (ws.getUserData().admittedAsync) revocations.recheck()
             const { principal, voice, mode, format, idleTimeoutMs } = conn.admitted
             conn.fiber = runFork(runTtsSession({
               mode,

@@ -111,9 +111,10 @@ export interface AccountsShape {
    * authenticated once must learn of a revocation itself: checks run right after any key change
    * this process hears of (its own `deleteKey`, a NOTIFY from another process) and every
    * shortTtlMs / 2 where notifications cannot be relied on (embedded mode, LISTEN down); so within
-   * the same bounds as the key cache.
+   * the same bounds as the key cache. `recheck` asks for a check soon: for a session admitted
+   * after a database read, whose key may have been deleted (and notified) before it was watched.
    */
-  readonly watchRevocations: (watch: KeyWatch) => Effect.Effect<void, never, Scope.Scope>
+  readonly watchRevocations: (watch: KeyWatch) => Effect.Effect<{ readonly recheck: () => void }, never, Scope.Scope>
 }
 
 export class Accounts extends Context.Service<Accounts, AccountsShape>()("speech/storage/Accounts") {}
@@ -248,9 +249,19 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       const all = [...ids]
       const alive = new Set<string>()
       for (let i = 0; i < all.length; i += 1000) {
-        const rows = yield* sql<{ id: string }>`
-          SELECT id FROM api_keys WHERE id IN ${sql.in(all.slice(i, i + 1000))} AND deleted_at IS NULL`
-        for (const row of rows) alive.add(row.id)
+        const rows = yield* sql<{ id: string; key_hash: Uint8Array; alive: boolean }>`
+          SELECT id, key_hash, deleted_at IS NULL AS alive FROM api_keys WHERE id IN ${sql.in(all.slice(i, i + 1000))}`
+        for (const row of rows) {
+          if (row.alive) alive.add(row.id)
+          else {
+            // Found before the cache's own bound ran out: a reconnect must fail as the session did.
+            // (epoch: a lookup or refresh that read the row before the delete must not cache it.)
+            const hashHex = Buffer.from(row.key_hash).toString("hex")
+            epoch++
+            known.delete(hashHex)
+            inUse.delete(hashHex)
+          }
+        }
       }
       const gone = all.filter((id) => !alive.has(id))
       if (gone.length > 0) for (const w of watches) w.revoked(gone)
@@ -264,8 +275,15 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         Effect.catch((error) => Effect.logWarning("checking API keys of open sessions failed; retrying", error))
       )
     })))
+    const recheck = () => void keysChanged.openUnsafe()
     const watchRevocations = (watch: KeyWatch) =>
-      Effect.acquireRelease(Effect.sync(() => void watches.add(watch)), () => Effect.sync(() => void watches.delete(watch)))
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          watches.add(watch)
+          return { recheck }
+        }),
+        () => Effect.sync(() => void watches.delete(watch))
+      )
 
     const authenticate = Effect.fn("Accounts.authenticate")(function*(apiKey: string) {
       if (!isWellFormedApiKey(apiKey)) return yield* invalidKey()

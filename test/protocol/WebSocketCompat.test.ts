@@ -21,7 +21,19 @@ type Frame = Record<string, any>
 const wsUrl = (voice: string, path: string, query = "") =>
   `${service.base}/text-to-speech/${encodeURIComponent(voice)}/${path}${query === "" ? "" : `?${query}`}`
 
+/**
+ * A key's first use makes the upgrade asynchronous, which this uWS build may answer with an early
+ * 1006 (README, known issue); one HTTP call first puts the key in the cache.
+ */
+const warmed = new Set<string>()
+const warm = async (key: string) => {
+  if (warmed.has(key)) return
+  await fetch(`${service.base}/user`, { headers: { "xi-api-key": key } })
+  warmed.add(key)
+}
+
 const open = async (t: Test, options: { voice?: string; path?: string; query?: string; key?: string } = {}) => {
+  await warm(options.key ?? apiKey)
   const r = await connectWs(wsUrl(options.voice ?? "mari", options.path ?? "stream-input", options.query), { "xi-api-key": options.key ?? apiKey })
   if (isRefused(r)) throw new Error(`upgrade refused: ${r.status} ${r.body}`)
   t.teardown(() => r.destroy())
@@ -29,6 +41,7 @@ const open = async (t: Test, options: { voice?: string; path?: string; query?: s
 }
 
 const refused = async (url: string): Promise<Refused> => {
+  await warm(apiKey)
   const r = await connectWs(url, { "xi-api-key": apiKey })
   if (!isRefused(r)) {
     r.destroy()
@@ -167,14 +180,16 @@ t.test("credits: one per code point of the chunk", async (t) => {
 })
 
 /** A `ws` client (the library most Node clients use): its view of the close. */
-const wsLibraryClose = (path: string, send: (c: WebSocket) => void) =>
-  new Promise<{ code: number; reason: string }>((resolve, reject) => {
+const wsLibraryClose = async (path: string, send: (c: WebSocket) => void) => {
+  await warm(apiKey)
+  return new Promise<{ code: number; reason: string }>((resolve, reject) => {
     const c = new WebSocket(wsUrl("mari", path), { headers: { "xi-api-key": apiKey } })
     c.on("open", () => send(c))
     c.on("close", (code, reason) => resolve({ code, reason: reason.toString() }))
     c.on("error", () => {})
     c.on("unexpected-response", (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)))
   })
+}
 
 t.test("a frame over 64 KiB closes with 1009 and a reason, on both endpoints", async (t) => {
   for (const path of ["stream-input", "multi-stream-input"]) {

@@ -25,13 +25,17 @@ const service = await startTestService(t, databaseUrl === undefined ? {} : { DAT
 type Frame = Record<string, any>
 
 const open = async (t: Test, apiKey: string, path = "stream-input") => {
+  // A key's first use makes the upgrade asynchronous, which this uWS build may answer with an
+  // early 1006 (README, known issue); one HTTP call first puts the key in the cache.
+  await fetch(`${service.base}/user`, { headers: { "xi-api-key": apiKey } })
   const r = await connectWs(`${service.base}/text-to-speech/mari/${path}`, { "xi-api-key": apiKey })
   if (isRefused(r)) throw new Error(`upgrade refused: ${r.status} ${r.body}`)
   t.teardown(() => r.destroy())
   const multi = path === "multi-stream-input"
   r.send(multi ? { text: " ", context_id: "c" } : { text: " " })
   r.send(multi ? { text: "Tere!", context_id: "c", flush: true } : { text: "Tere!", flush: true })
-  await until(r, (f) => f.flushDone === true)
+  const ready = await until(r, (f) => f.flushDone === true)
+  if (ready.at(-1)?.close !== undefined) throw new Error(`session closed before it was ready: ${JSON.stringify(ready.at(-1))}`)
   return r
 }
 
