@@ -137,7 +137,9 @@ t.test("inactivity_timeout (s) replaces the 60 s idle limit on both endpoints; b
     t.equal(r.status, 400, bad)
     t.match(JSON.parse(r.body), { detail: { status: "invalid_request", message: /inactivity_timeout/ } }, bad)
   }
-  // Above ElevenLabs' cap of 180 s the value is clamped, not refused.
+  // Above ElevenLabs' cap of 180 s the value is clamped, not refused: LiveKit's plugins send 300.
+  const livekit = await speak(t, "Tere!", { path: "multi-stream-input", query: "output_format=pcm_22050&inactivity_timeout=300" })
+  t.ok(livekit.some(isAudio), "LiveKit's inactivity_timeout=300 is accepted")
   const capped = await open(t, { query: "inactivity_timeout=100000" })
   capped.send({ text: " " })
   capped.send({ text: "Tere!", flush: true })
