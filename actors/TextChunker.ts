@@ -1,10 +1,12 @@
 /**
  * When buffered WebSocket text becomes a synthesis (SPEC 4.2, 8): at a sentence boundary once the
- * sentence holds at least 40 characters, or unconditionally at 240 characters, cut at the last
- * whitespace before 240 (mid-word only when there is none).
+ * buffer holds at least 40 characters, or unconditionally at 240 characters, cut at the last
+ * whitespace before the 240th character (mid-word only when there is none).
  *
- * Lengths are UTF-16 code units (JavaScript string length). "At least 40" counts the text before
- * the sentence's final punctuation, so 39 characters and a "." do not trigger, 40 do.
+ * Characters are code points (TextLength.ts), as users and the credit count them: an emoji is one.
+ * "Holds at least 40" counts what would be synthesized: the text up to and including the
+ * boundary's punctuation (and closing quotes), without the whitespace around it. So 39 letters
+ * and a "." make 40 and trigger; 38 and a "." wait.
  *
  * A boundary is a terminator (. ! ? … and the Arabic, Devanagari, Ethiopic ones) followed by
  * optional closing quotes/brackets and then whitespace or the end of the buffer; CJK full stops
@@ -15,6 +17,8 @@
  * Chunks keep their surrounding whitespace in `raw`, so the alignment of all chunks spells the
  * input exactly; `text` is what is synthesized.
  */
+
+import { countCharacters } from "./TextLength.ts"
 
 export const MIN_CHUNK_CHARS = 40
 export const MAX_CHUNK_CHARS = 240
@@ -29,7 +33,17 @@ export interface Chunk {
 }
 
 const BOUNDARY = /[.!?…؟।॥።]+["'”’»)\]」』]*(?=\s|$)|[。！？｡]+["'”’»)\]」』]*/gu
-const TRAILING_PUNCTUATION = /[.!?…؟।॥።。！？｡"'”’»)\]」』]+$/u
+
+/** UTF-16 index just after the first `n` code points of `s` (s.length when it holds fewer). */
+const indexAfter = (s: string, n: number): number => {
+  let i = 0
+  for (let k = 0; k < n && i < s.length; k++) {
+    const c = s.charCodeAt(i)
+    const d = s.charCodeAt(i + 1)
+    i += c >= 0xd800 && c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff ? 2 : 1
+  }
+  return i
+}
 
 /** A chunk of `raw`, or undefined when it is blank. */
 export const toChunk = (raw: string): Chunk | undefined => {
@@ -38,32 +52,31 @@ export const toChunk = (raw: string): Chunk | undefined => {
   return text.length === 0 ? undefined : { raw, text, lead }
 }
 
-/** End index of the first boundary that closes a long enough sentence, if it lies within `limit`. */
+/**
+ * End index of the first boundary that closes a long enough sentence, if it lies within `limit`
+ * (a UTF-16 index).
+ */
 const qualifyingBoundary = (buffer: string, limit: number): number | undefined => {
   BOUNDARY.lastIndex = 0
   for (let m = BOUNDARY.exec(buffer); m !== null; m = BOUNDARY.exec(buffer)) {
     const end = m.index + m[0].length
     if (end > limit) return undefined
     if (end === buffer.length && m[0].startsWith(".") && /\d/u.test(buffer[m.index - 1] ?? "")) continue
-    const sentence = buffer.slice(0, end).trim().replace(TRAILING_PUNCTUATION, "").trimEnd()
-    if (sentence.length >= MIN_CHUNK_CHARS) return end
+    if (countCharacters(buffer.slice(0, end).trim()) >= MIN_CHUNK_CHARS) return end
   }
   return undefined
 }
 
-/** Where to force a cut in a buffer of at least MAX_CHUNK_CHARS. */
-const forcedCut = (buffer: string): number => {
-  const window = buffer.slice(0, MAX_CHUNK_CHARS)
-  let cut = -1
-  for (let i = window.length - 1; i > 0; i--) {
-    if (/\s/u.test(window[i]!)) {
-      cut = i
-      break
-    }
+/**
+ * Where to force a cut in a buffer of at least MAX_CHUNK_CHARS code points, `window` being the
+ * UTF-16 index after the 240th: at the last whitespace inside the window, else at its end, which
+ * lies between code points.
+ */
+const forcedCut = (buffer: string, window: number): number => {
+  for (let i = window - 1; i > 0; i--) {
+    if (/\s/u.test(buffer[i]!)) return i
   }
-  if (cut > 0) return cut
-  // No whitespace at all: cut mid-word, never inside a surrogate pair.
-  return /[\uDC00-\uDFFF]/u.test(buffer[MAX_CHUNK_CHARS] ?? "") ? MAX_CHUNK_CHARS - 1 : MAX_CHUNK_CHARS
+  return window
 }
 
 /** Cuts every chunk the rules allow off the front of `buffer`. */
@@ -71,8 +84,10 @@ export const takeChunks = (buffer: string): { readonly chunks: Array<Chunk>; rea
   const chunks: Array<Chunk> = []
   let rest = buffer
   for (;;) {
-    let cut = qualifyingBoundary(rest, MAX_CHUNK_CHARS)
-    if (cut === undefined && rest.length >= MAX_CHUNK_CHARS) cut = forcedCut(rest)
+    const window = indexAfter(rest, MAX_CHUNK_CHARS)
+    let cut = qualifyingBoundary(rest, window)
+    // `window` < length: more than 240 code points; = length: exactly 240 or fewer.
+    if (cut === undefined && (window < rest.length || countCharacters(rest) >= MAX_CHUNK_CHARS)) cut = forcedCut(rest, window)
     if (cut === undefined) break
     const chunk = toChunk(rest.slice(0, cut))
     if (chunk !== undefined) chunks.push(chunk)

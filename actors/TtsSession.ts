@@ -14,7 +14,7 @@
  *
  * The control fiber never blocks on the socket, so a client that stops reading can still cancel.
  *
- * Credits: one per character of synthesized text (trimmed), debited when its audio is about to be
+ * Credits: one per character (code point) of synthesized text (trimmed), debited when its audio is about to be
  * sent, so cancelled or undeliverable audio is never charged and nothing needs refunding. The cost
  * of that choice: up to two chunks are synthesized for an account that then turns out empty.
  *
@@ -26,6 +26,8 @@
  * too much pending text, too many contexts, out of credits), after an error frame.
  */
 import { Cause, Data, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
+import { mulawEncode } from "../engines/audio/Mulaw.ts"
+import type { OutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
 import { resolveLanguage } from "../engines/tts/Voices.ts"
@@ -34,6 +36,7 @@ import { Accounts } from "../storage/Accounts.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
 import { type Chunk, takeChunks, toChunk } from "./TextChunker.ts"
+import { countCharacters } from "./TextLength.ts"
 import {
   audioFrame,
   cancelledFrame,
@@ -48,9 +51,11 @@ import {
 
 export type SessionMode = "single" | "multi"
 
-/** Hz of every audio frame (SPEC 4.2: raw s16le, 24000 Hz, mono). */
+/** Hz of every audio frame of stream-input, and of multi-stream-input without output_format (SPEC 4.2: raw s16le, 24000 Hz, mono). */
 export const WS_SAMPLE_RATE = 24000
-/** Text waiting for synthesis per session (buffers plus queued chunks), characters (SPEC 8's 8000). */
+/** Language of a session that names none (SPEC 4.2): Estonian, whatever the preset's own language. */
+export const WS_DEFAULT_LANGUAGE = "et"
+/** Text waiting for synthesis per session (buffers plus queued chunks), code points (SPEC 8's 8000). */
 export const MAX_PENDING_CHARS = 8000
 /** Open contexts per multi-context socket; contexts still finishing after close_context count up to twice this. */
 export const MAX_CONTEXTS = 10
@@ -107,6 +112,11 @@ export interface SessionOptions {
   readonly mode: SessionMode
   readonly voice: ResolvedVoice
   readonly userId: string
+  /**
+   * Audio of every frame: `pcm` (s16le) or `ulaw` at its rate; synthesized at that rate (resampled
+   * in the worker). `wav` is never passed: frames carry no header.
+   */
+  readonly format: Pick<OutputFormat, "container" | "sampleRate">
   /** Close with 1011 after this long without an inbound frame, an outbound frame or a synthesis running, ms. */
   readonly idleTimeoutMs: number
   readonly socket: SessionSocket
@@ -127,9 +137,8 @@ export const audioFramesSent = Metric.counter("tts_ws_audio_frames_sent_total", 
  * The voice a session speaks with (checked before the upgrade, so failures are HTTP statuses).
  * Clone ids are refused (SPEC 4.2). `language` is the query/header value or undefined.
  *
- * Language rule (documented in the README): without a language the preset speaks its own
- * language (Estonian for the Estonian presets, the default voice among them). With a language
- * other than the preset's, the same preset speaks it: espeak presets keep their variant
+ * Language rule (SPEC 4.2, documented in the README): without a language every preset speaks
+ * Estonian. With a language other than the preset's, the same preset speaks it: espeak presets keep their variant
  * (timbre), pitch and rate on that language's espeak voice; Flite presets (English only) become
  * espeak voices of their gender. An unknown language is a 400 before the upgrade.
  */
@@ -142,8 +151,7 @@ export const resolveSessionVoice = Effect.fn("TtsSession.resolveVoice")(function
   }
   const synthesizer = yield* Synthesizer
   const voice = yield* synthesizer.resolveVoice(voiceId)
-  if (language === undefined || language.trim() === "") return voice
-  const code = resolveLanguage(language)
+  const code = language === undefined || language.trim() === "" ? WS_DEFAULT_LANGUAGE : resolveLanguage(language)
   if (code === undefined) {
     return yield* new SpeechError({
       reason: "InvalidRequest",
@@ -180,14 +188,15 @@ interface Context {
   readonly work: Queue.Queue<Work>
   buffer: string
   speed: number
-  /** Characters of queued Speak work not yet taken by the producer. */
+  /** Characters (code points) of queued Speak work not yet taken by the producer. */
   queuedChars: number
 }
 
 export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: SessionOptions) {
   const synthesizer = yield* Synthesizer
   const accounts = yield* Accounts
-  const { socket, mode, voice, userId } = options
+  const { socket, mode, voice, userId, format } = options
+  const encode = (pcm: Int16Array): Uint8Array => (format.container === "ulaw" ? mulawEncode(pcm) : int16ToBytesLE(pcm))
   const ended = yield* Deferred.make<Ending>()
   const finish = (ending: Ending) => Deferred.doneUnsafe(ended, Exit.succeed(ending))
   const fibers = yield* FiberMap.make<number>()
@@ -218,13 +227,13 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
           if (work._tag === "Final") return
           continue
         }
-        ctx.queuedChars -= work.chunk.raw.length
+        ctx.queuedChars -= countCharacters(work.chunk.raw)
         synthesizing++
         const exit = yield* Effect.exit(synthesizer.synthesize({
           voice,
           text: work.chunk.text,
           speed: work.speed,
-          sampleRate: WS_SAMPLE_RATE,
+          sampleRate: format.sampleRate,
           priority: "realtime"
         })).pipe(Effect.ensuring(Effect.sync(() => {
           synthesizing--
@@ -255,7 +264,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         const result = yield* Queue.take(results)
         switch (result._tag) {
           case "Audio": {
-            const debit = yield* Effect.exit(accounts.debit(userId, result.chunk.text.length, { purpose: "tts_ws" }))
+            const debit = yield* Effect.exit(accounts.debit(userId, countCharacters(result.chunk.text), { purpose: "tts_ws" }))
             if (debit._tag === "Failure") {
               const failure = Cause.squash(debit.cause)
               const client = (failure as { reason?: unknown }).reason === "InsufficientCredits"
@@ -263,7 +272,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             }
             const { pcm, sampleRate, words } = result.output
             const alignment = wsAlignment(result.chunk.raw, result.chunk.lead, words, (pcm.length * 1000) / sampleRate)
-            yield* send(audioFrame(int16ToBytesLE(pcm), alignment, ctx.id))
+            yield* send(audioFrame(encode(pcm), alignment, ctx.id))
             yield* Metric.update(audioFramesSent, 1)
             break
           }
@@ -320,7 +329,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
 
   const pendingChars = () => {
     let n = 0
-    for (const c of live) n += c.buffer.length + c.queuedChars
+    for (const c of live) n += countCharacters(c.buffer) + c.queuedChars
     return n
   }
 
@@ -329,7 +338,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
     if (!Queue.offerUnsafe(ctx.work, work)) {
       return violation("too_many_messages", `more than ${WORK_QUEUE_CAPACITY} requests wait in this context; wait for flushDone`, ctx.id)
     }
-    if (work._tag === "Speak") ctx.queuedChars += work.chunk.raw.length
+    if (work._tag === "Speak") ctx.queuedChars += countCharacters(work.chunk.raw)
     return undefined
   }
 
@@ -349,7 +358,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
   }
 
   const append = (ctx: Context, text: string): Ending | undefined => {
-    if (pendingChars() + text.length > MAX_PENDING_CHARS) {
+    if (pendingChars() + countCharacters(text) > MAX_PENDING_CHARS) {
       return violation("text_too_long", `more than ${MAX_PENDING_CHARS} characters would wait for synthesis; send more after the audio arrives (flush, then wait for flushDone)`, ctx.id)
     }
     const { chunks, rest } = takeChunks(ctx.buffer + text)
@@ -457,7 +466,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
       // chunk): look again in a second; the clock restarts when the synthesis ends.
       const left = synthesizing > 0 ? 1000 : lastActivity + options.idleTimeoutMs - Date.now()
       if (left <= 0) {
-        socket.sendNow(errorFrame("idle_timeout", `no frame for ${Math.round(options.idleTimeoutMs / 1000)} s; the session is closed`))
+        socket.sendNow(errorFrame("idle_timeout", `no frame for ${Number((options.idleTimeoutMs / 1000).toFixed(1))} s; the session is closed`))
         return { code: CLOSE_SERVER_ERROR, reason: "idle timeout" }
       }
       const next = yield* Effect.timeoutOption(options.inbox.take, Duration.millis(left))

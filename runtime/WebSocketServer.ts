@@ -9,7 +9,16 @@
  * still there; when admission needs no I/O the fiber finishes inside the callback and the
  * upgrade is synchronous (see the upgrade handler for why that matters). Refusals are HTTP answers with the SPEC 2.1 body: 503 when WS_ENABLED is off,
  * 401 (with WWW-Authenticate) for a missing or wrong key, 404 for unknown presets and clone ids,
- * 400 for an unknown language.
+ * 400 for an unknown language or a bad `inactivity_timeout`, 415 for an `output_format` that
+ * multi-stream-input cannot send.
+ *
+ * Inbound frames over 64 KiB get an error frame and close 1009 (uWS's own limit is set higher so
+ * that we see them).
+ *
+ * Revocation: open sessions are indexed by the API key they authenticated with; Accounts reports
+ * deleted keys (`watchRevocations`: at once for deletes it hears of, within shortTtlMs otherwise)
+ * and each of their sessions gets an error frame `key_revoked`, close 1008, and its fiber
+ * interrupted, which stops its synthesis and debits.
  *
  * Backpressure: a frame is written only while the socket holds at most SEND_LOW_WATER bytes;
  * otherwise the sender waits for uWS's `drain`. Since each frame is at most one chunk of audio
@@ -27,14 +36,17 @@ import {
   resolveSessionVoice,
   runTtsSession,
   type SessionMode,
+  type SessionOptions,
   type SessionSocket,
-  SocketGone
+  SocketGone,
+  WS_SAMPLE_RATE
 } from "../actors/TtsSession.ts"
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
 import { errorFrame } from "../actors/TtsFrames.ts"
-import { ApiError, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
+import { OUTPUT_SAMPLE_RATES, OutputFormatError, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
+import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
 import type { Principal } from "../protocol/Http.ts"
-import type { Accounts } from "../storage/Accounts.ts"
+import { Accounts } from "../storage/Accounts.ts"
 import { authenticateChallenge, presentedCredential } from "./HttpServer.ts"
 
 export interface TtsWebSocketOptions {
@@ -51,8 +63,16 @@ export interface TtsWebSocketOptions {
 export const SEND_LOW_WATER = 256 * 1024
 /** uWS drops frames past this; our own gate keeps far below it. */
 const MAX_BACKPRESSURE = 8 * 1024 * 1024
-/** Largest inbound frame; uWS closes the socket (1009) past it. 8000 characters of JSON fit. */
-const MAX_PAYLOAD = 64 * 1024
+/** Largest inbound message, bytes; past it the session sends an error frame and closes with 1009. 8000 characters of JSON fit. */
+export const MAX_FRAME_BYTES = 64 * 1024
+/**
+ * uWS's own limit, bytes: above MAX_FRAME_BYTES so that we, not uWS, refuse messages between the
+ * two. uWS drops the TCP connection without a close frame (the client sees 1006) past its limit
+ * and for text frames that are not UTF-8; neither can be changed in this build. 1 MiB bounds the
+ * memory a socket may make uWS buffer, like the inbox's 1 Mi characters.
+ */
+const UWS_MAX_PAYLOAD = 1024 * 1024
+export const CLOSE_TOO_BIG = 1009
 /** uWS's own idle limit, s, with automatic pings: only reaps dead peers; sessions apply WS_IDLE_TIMEOUT_S. */
 const UWS_IDLE_TIMEOUT_S = 120
 
@@ -62,6 +82,52 @@ interface Admitted {
   readonly principal: Principal
   readonly voice: ResolvedVoice
   readonly mode: SessionMode
+  readonly format: SessionOptions["format"]
+  readonly idleTimeoutMs: number
+}
+
+/** ElevenLabs' ceiling for `inactivity_timeout`, s. */
+export const MAX_INACTIVITY_TIMEOUT_S = 180
+
+/** stream-input always, and multi-stream-input without output_format (SPEC 4.2). */
+const DEFAULT_FORMAT: SessionOptions["format"] = { container: "pcm", sampleRate: WS_SAMPLE_RATE }
+
+/**
+ * `output_format` of multi-stream-input, parsed by the HTTP endpoints' parser: `pcm_<rate>` and
+ * `ulaw_8000`. `wav_*` is refused too (frames are bare chunks; there is nowhere for a header), as
+ * are mp3 and opus: 415 before the upgrade, like HTTP TTS. stream-input ignores the parameter
+ * (SPEC 4.2).
+ */
+export const sessionFormat = (mode: SessionMode, value: string | undefined): SessionOptions["format"] => {
+  if (mode === "single" || value === undefined || value === "") return DEFAULT_FORMAT
+  const unsupported = () =>
+    new ApiError({
+      status: 415,
+      code: "unsupported_output_format",
+      message: `unsupported output_format "${value}" on the WebSocket; supported: pcm_<rate> with rate in ${OUTPUT_SAMPLE_RATES.join(", ")}, and ulaw_8000`
+    })
+  try {
+    const format = parseOutputFormat(value, WS_SAMPLE_RATE)
+    if (format.container === "wav") throw unsupported()
+    return { container: format.container, sampleRate: format.sampleRate }
+  } catch (e) {
+    if (e instanceof OutputFormatError) throw unsupported()
+    throw e
+  }
+}
+
+/**
+ * ElevenLabs' `inactivity_timeout` query parameter: seconds without a frame before the session
+ * closes; positive, clamped to 180 (a larger wish gets the most there is); absent: the server's
+ * WS_IDLE_TIMEOUT_S. Returns ms.
+ */
+export const inactivityTimeoutMs = (value: string | undefined, defaultMs: number): number => {
+  if (value === undefined || value.trim() === "") return defaultMs
+  const seconds = Number(value)
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw badRequest(`inactivity_timeout must be a positive number of seconds (at most ${MAX_INACTIVITY_TIMEOUT_S}), got "${value}"`)
+  }
+  return Math.round(Math.min(seconds, MAX_INACTIVITY_TIMEOUT_S) * 1000)
 }
 
 /**
@@ -70,6 +136,8 @@ interface Admitted {
  */
 interface SocketData {
   readonly conn: Connection
+  /** Admission read the database (key cache miss): the key may have been deleted since. */
+  readonly admittedAsync: boolean
 }
 
 /** One socket: the session's view of it, and the uWS handle while it is open. */
@@ -122,6 +190,17 @@ class Connection implements SessionSocket {
     if (this.closed || this.ending || this.ws === undefined) return
     this.ending = true
     this.ws.end(code, reason)
+  }
+
+  /**
+   * Ends the session from outside it (a frame uWS handed us that we refuse, a revoked key): the
+   * error frame, the close, and the session's fiber interrupted, so it synthesizes and debits no
+   * more. (A close the session starts itself needs no interrupt: it is finishing.)
+   */
+  abort(code: number, reason: string, frame: string): void {
+    this.sendNow(frame)
+    this.close(code, reason)
+    this.fiber?.interruptUnsafe()
   }
 
   private write(ws: uWS.WebSocket<SocketData>, frame: string): number {
@@ -184,24 +263,56 @@ const decodeSegment = (s: string): string => {
 
 export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets => {
   const open = new Set<Connection>()
+  /** Open sessions by the API key they authenticated with, to close them when it is deleted. */
+  const byKey = new Map<string, Set<Connection>>()
+  const track = (conn: Connection) => {
+    const keyId = conn.admitted.principal.keyId
+    if (keyId === null) return
+    let set = byKey.get(keyId)
+    if (set === undefined) byKey.set(keyId, (set = new Set()))
+    set.add(conn)
+  }
+  const untrack = (conn: Connection) => {
+    const keyId = conn.admitted.principal.keyId
+    const set = keyId === null ? undefined : byKey.get(keyId)
+    if (set === undefined) return
+    set.delete(conn)
+    if (set.size === 0) byKey.delete(keyId!)
+  }
+  /** A deleted key ends its sessions: no more synthesis, no more debits (1008, `key_revoked`). */
+  const revoked = (keyIds: ReadonlyArray<string>) => {
+    for (const keyId of keyIds) {
+      for (const conn of byKey.get(keyId) ?? []) {
+        conn.abort(CLOSE_POLICY, "key revoked", errorFrame("key_revoked", "the API key this session authenticated with was deleted"))
+      }
+      byKey.delete(keyId)
+    }
+  }
 
-  const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode) =>
+  const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode, query: URLSearchParams) =>
     Effect.gen(function*() {
       if (credential === undefined) {
         return yield* unauthorized("an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter", "needs_authorization")
       }
       const principal = yield* options.authenticate(credential)
+      const format = yield* Effect.try({ try: () => sessionFormat(mode, query.get("output_format") ?? undefined), catch: (e) => e })
+      const idleTimeoutMs = yield* Effect.try({
+        try: () => inactivityTimeoutMs(query.get("inactivity_timeout") ?? undefined, options.idleTimeoutMs),
+        catch: (e) => e
+      })
       const voice = yield* resolveSessionVoice(voiceId, language)
-      return { principal, voice, mode } satisfies Admitted
+      return { principal, voice, mode, format, idleTimeoutMs } satisfies Admitted
     })
 
   const register = (app: uWS.TemplatedApp) =>
     Effect.gen(function*() {
       const runFork = yield* FiberSet.makeRuntime<Synthesizer | Accounts>()
+      const accounts = yield* Accounts
+      const revocations = yield* accounts.watchRevocations({ keyIds: () => byKey.keys(), revoked })
       for (const [suffix, mode] of [["stream-input", "single"], ["multi-stream-input", "multi"]] as const) {
         app.ws<SocketData>(`${options.apiBase}/text-to-speech/:voice_id/${suffix}`, {
           compression: uWS.DISABLED,
-          maxPayloadLength: MAX_PAYLOAD,
+          maxPayloadLength: UWS_MAX_PAYLOAD,
           maxBackpressure: MAX_BACKPRESSURE,
           closeOnBackpressureLimit: false,
           idleTimeout: UWS_IDLE_TIMEOUT_S,
@@ -239,12 +350,13 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             // not in this build). Measured with a raw client: cache hits never close; a miss
             // sometimes does. Accounts keeps keys in use warm, so misses are first uses.
             let insideHandler = true
-            fiber = runFork(admit(voiceId, credential, language, mode).pipe(
+            fiber = runFork(admit(voiceId, credential, language, mode, query).pipe(
               Effect.matchCauseEffect({
                 onSuccess: (admitted) =>
                   Effect.sync(() => {
                     if (aborted) return
-                    const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admitted) }, key, protocol, extensions, context)
+                    const admittedAsync = !insideHandler
+                    const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admitted), admittedAsync }, key, protocol, extensions, context)
                     if (insideHandler) upgrade()
                     else res.cork(upgrade)
                   }),
@@ -263,12 +375,16 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             const conn = ws.getUserData().conn
             conn.ws = ws
             open.add(conn)
-            const { principal, voice, mode } = conn.admitted
+            track(conn)
+            // A NOTIFY of its deletion may have come between that read and `track`: check once.
+            if (ws.getUserData().admittedAsync) revocations.recheck()
+            const { principal, voice, mode, format, idleTimeoutMs } = conn.admitted
             conn.fiber = runFork(runTtsSession({
               mode,
               voice,
               userId: principal.userId,
-              idleTimeoutMs: options.idleTimeoutMs,
+              format,
+              idleTimeoutMs,
               socket: conn,
               inbox: conn.inbox,
               describe
@@ -282,20 +398,29 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
 
           message: (ws, message, isBinary) => {
             const conn = ws.getUserData().conn
+            if (message.byteLength > MAX_FRAME_BYTES) {
+              const error = errorFrame("message_too_big", `a frame holds at most 64 KiB (${MAX_FRAME_BYTES} bytes); this one had ${message.byteLength}`)
+              return conn.abort(CLOSE_TOO_BIG, "frame over 64 KiB", error)
+            }
             // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns.
             const frame = isBinary ? null : Buffer.from(message).toString("utf8")
             if (!conn.inbox.offer(frame)) {
-              conn.sendNow(errorFrame("too_many_messages", "frames arrive faster than the session reads them"))
-              conn.close(CLOSE_POLICY, "too many messages")
+              conn.abort(CLOSE_POLICY, "too many messages", errorFrame("too_many_messages", "frames arrive faster than the session reads them"))
             }
           },
 
           drain: (ws) => ws.getUserData().conn.onDrain(),
 
-          close: (ws) => {
+          close: (ws, code, message) => {
             const conn = ws.getUserData().conn
             open.delete(conn)
+            untrack(conn)
             conn.onClosed()
+            // 1006 with a reason: uWS dropped the connection itself (a text frame that is not
+            // UTF-8, a message over UWS_MAX_PAYLOAD); the client saw no close frame, so say it here.
+            if (code === 1006 && message.byteLength > 0) {
+              runFork(Effect.logInfo("WebSocket dropped by uWS", { reason: Buffer.from(message).toString("utf8") }))
+            }
           }
         })
       }

@@ -25,7 +25,7 @@
  * grant, debit and refund is written to the ledger (storage/CreditLedger.ts), listed by `ledger`.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Data, Effect, Layer, Option, Queue, Schedule } from "effect"
+import { Context, Data, Duration, Effect, Latch, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
@@ -84,6 +84,14 @@ export interface DeletedKey {
   readonly userId: string
 }
 
+/** Keys held by long-lived sessions (WebSocket), watched for deletion; see `watchRevocations`. */
+export interface KeyWatch {
+  /** Key ids in use now; read at every check. */
+  readonly keyIds: () => Iterable<string>
+  /** Called with ids found deleted (each id reported until it leaves `keyIds`). */
+  readonly revoked: (keyIds: ReadonlyArray<string>) => void
+}
+
 export interface AccountsShape {
   readonly authenticate: (apiKey: string) => Effect.Effect<Principal, AccountsError | SqlError>
   readonly createUser: (input: { readonly name: string; readonly credits?: number | undefined }) => Effect.Effect<User, SqlError>
@@ -125,6 +133,15 @@ export interface AccountsShape {
   readonly reserved: (userId: string) => Effect.Effect<number, SqlError>
   /** The user's ledger entries, newest first. */
   readonly ledger: (userId: string, page?: LedgerPage) => Effect.Effect<ReadonlyArray<LedgerEntry>, AccountsError | SqlError>
+  /**
+   * Tells `watch` which of its keys were deleted, for as long as the scope is open. A session that
+   * authenticated once must learn of a revocation itself: checks run right after any key change
+   * this process hears of (its own `deleteKey`, a NOTIFY from another process) and every
+   * shortTtlMs / 2 where notifications cannot be relied on (embedded mode, LISTEN down); so within
+   * the same bounds as the key cache. `recheck` asks for a check soon: for a session admitted
+   * after a database read, whose key may have been deleted (and notified) before it was watched.
+   */
+  readonly watchRevocations: (watch: KeyWatch) => Effect.Effect<{ readonly recheck: () => void }, never, Scope.Scope>
 }
 
 export class Accounts extends Context.Service<Accounts, AccountsShape>()("speech/storage/Accounts") {}
@@ -180,8 +197,11 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
      * it may have read a row that the invalidation was about.
      */
     let epoch = 0
+    /** Opened by every invalidation: revocation checks run then (see watchRevocations). */
+    const keysChanged = Latch.makeUnsafe(false)
     const invalidate = (hashHex: string | undefined) => {
       epoch++
+      keysChanged.openUnsafe()
       if (hashHex === undefined) {
         known.clear()
         unknown.clear()
@@ -249,6 +269,51 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         Effect.repeat(Schedule.spaced(refreshMs))
       )
     )
+
+    // ---- revocation of keys held by long-lived sessions -----------------------------------------
+    const watches = new Set<KeyWatch>()
+    const checkRevocations = Effect.gen(function*() {
+      const ids = new Set<string>()
+      for (const w of watches) for (const id of w.keyIds()) ids.add(id)
+      if (ids.size === 0) return
+      const all = [...ids]
+      const alive = new Set<string>()
+      for (let i = 0; i < all.length; i += 1000) {
+        const rows = yield* sql<{ id: string; key_hash: Uint8Array; alive: boolean }>`
+          SELECT id, key_hash, deleted_at IS NULL AS alive FROM api_keys WHERE id IN ${sql.in(all.slice(i, i + 1000))}`
+        for (const row of rows) {
+          if (row.alive) alive.add(row.id)
+          else {
+            // Found before the cache's own bound ran out: a reconnect must fail as the session did.
+            // (epoch: a lookup or refresh that read the row before the delete must not cache it.)
+            const hashHex = Buffer.from(row.key_hash).toString("hex")
+            epoch++
+            known.delete(hashHex)
+            inUse.delete(hashHex)
+          }
+        }
+      }
+      const gone = all.filter((id) => !alive.has(id))
+      if (gone.length > 0) for (const w of watches) w.revoked(gone)
+    })
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      // With LISTEN confirmed every change wakes us; the timer is a safety net then.
+      yield* Effect.timeoutOption(keysChanged.await, Duration.millis(listening ? listenTtlMs : refreshMs))
+      // Closed before the check: a change during the query wakes the next round.
+      keysChanged.closeUnsafe()
+      yield* checkRevocations.pipe(
+        Effect.catch((error) => Effect.logWarning("checking API keys of open sessions failed; retrying", error))
+      )
+    })))
+    const recheck = () => void keysChanged.openUnsafe()
+    const watchRevocations = (watch: KeyWatch) =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          watches.add(watch)
+          return { recheck }
+        }),
+        () => Effect.sync(() => void watches.delete(watch))
+      )
 
     const authenticate = Effect.fn("Accounts.authenticate")(function*(apiKey: string) {
       if (!isWellFormedApiKey(apiKey)) return yield* invalidKey()
@@ -416,7 +481,8 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       listUsers,
       balance,
       getUser,
-      ...credits
+      ...credits,
+      watchRevocations
     })
   })
 

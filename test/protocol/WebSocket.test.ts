@@ -21,6 +21,10 @@ const wsUrl = (s: TestService, voice: string, path = "stream-input", query = "")
   `${s.base}/text-to-speech/${encodeURIComponent(voice)}/${path}${query === "" ? "" : `?${query}`}`
 
 const open = async (t: Test, options: { voice?: string; path?: string; query?: string; headers?: Record<string, string>; s?: TestService } = {}) => {
+  // A key's first use makes the upgrade asynchronous, which this uWS build may answer with an
+  // early 1006 (README, known issue; seen here under load): one HTTP call first caches the key.
+  const headers = options.headers ?? { "xi-api-key": apiKey }
+  if (Object.keys(headers).length > 0) await fetch(`${(options.s ?? service).base}/user`, { headers })
   const r = await connectWs(wsUrl(options.s ?? service, options.voice ?? "mari", options.path, options.query), options.headers ?? { "xi-api-key": apiKey })
   if (isRefused(r)) throw new Error(`upgrade refused: ${r.status} ${r.body}`)
   t.teardown(() => r.destroy())
@@ -159,21 +163,21 @@ t.test("503 before the upgrade when WS_ENABLED=false", async (t) => {
   t.equal(multi.status, 503)
 })
 
-t.test("thresholds: 39 characters and '.' wait, 40 are synthesized at the boundary, 240 force a cut", async (t) => {
+t.test("thresholds: 39 characters counting the '.' wait, 40 are synthesized at the boundary, 240 force a cut", async (t) => {
   const ws = await open(t)
   ws.send({ text: " " })
-  const s39 = `${sentence(39)}.`
+  const s39 = `${sentence(38)}.`
   ws.send({ text: `${s39} ` })
   ws.send({ text: "Lõpp." })
   ws.send({ flush: true })
   const a = await until(ws, (f) => f.flushDone === true)
-  t.equal(a.filter(isAudio).length, 1, "39 + '.': one synthesis, made by the flush")
+  t.equal(a.filter(isAudio).length, 1, "38 + '.': one synthesis, made by the flush")
   t.equal(spoken(a), `${s39} Lõpp.`)
 
-  const s40 = `${sentence(40)}.`
+  const s40 = `${sentence(39)}.`
   ws.send({ text: `${s40} ` })
   const first = await ws.nextJson()
-  t.ok(isAudio(first), "40 + '.': synthesized without a flush")
+  t.ok(isAudio(first), "39 + '.' (40 held): synthesized without a flush")
   t.equal(first.alignment.chars.join(""), s40)
   ws.send({ text: "Lõpp.", flush: true })
   const b = await until(ws, (f) => f.flushDone === true)

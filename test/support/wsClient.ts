@@ -39,6 +39,11 @@ export class WsClient {
     this.write(0x1, Buffer.from(typeof frame === "string" ? frame : JSON.stringify(frame), "utf8"))
   }
 
+  /** A text frame of arbitrary bytes (e.g. invalid UTF-8), which no conforming client sends. */
+  sendRawText(bytes: Uint8Array): void {
+    this.write(0x1, Buffer.from(bytes))
+  }
+
   sendBinary(bytes: Uint8Array): void {
     this.write(0x2, Buffer.from(bytes))
   }
