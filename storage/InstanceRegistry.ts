@@ -24,6 +24,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import { releaseWhere } from "./CreditLedger.ts"
 import { Database } from "./Database.ts"
+import { processAlive } from "./ProcessAlive.ts"
 
 export interface InstanceOptions {
   /** This process's id; reservations are taken under it (AccountsOptions.instanceId). */
@@ -61,15 +62,6 @@ const pidNamespace = (): string => {
  */
 export const hostKey = (): string =>
   `${os.hostname()} ${pidNamespace()} ${readOr("/proc/sys/kernel/random/boot_id", "?")}`
-
-const processAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 /**
  * Gives back the reservations of dead instances (everyone else when `everyoneElse`) and forgets

@@ -16,6 +16,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { DatabaseError } from "./DatabaseError.ts"
+import { processAlive } from "./ProcessAlive.ts"
 
 export type EmbeddedRole = "server" | "tool"
 
@@ -67,16 +68,6 @@ export const readLock = (lockPath: string): LockInfo | undefined => {
     return typeof parsed.pid === "number" && typeof parsed.token === "string" ? parsed : undefined
   } catch {
     return undefined
-  }
-}
-
-const processAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    // EPERM: alive but owned by another user.
-    return (error as NodeJS.ErrnoException).code === "EPERM"
   }
 }
 
