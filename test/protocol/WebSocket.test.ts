@@ -10,12 +10,10 @@ import { Effect } from "effect"
 import t, { type Test } from "tap"
 import { CLOSE_NORMAL, CLOSE_POLICY, CLOSE_SERVER_ERROR, MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
 import { startTestService, type TestService } from "../support/service.ts"
-import { connectWs, isRefused, type Refused, type WsClient } from "../support/wsClient.ts"
+import { connectWs, type Frame, isRefused, type Refused, refused, until, type WsClient } from "../support/wsClient.ts"
 
 const service = await startTestService(t)
 const { apiKey } = await service.newUser(1_000_000)
-
-type Frame = Record<string, any>
 
 const wsUrl = (s: TestService, voice: string, path = "stream-input", query = "") =>
   `${s.base}/text-to-speech/${encodeURIComponent(voice)}/${path}${query === "" ? "" : `?${query}`}`
@@ -29,25 +27,6 @@ const open = async (t: Test, options: { voice?: string; path?: string; query?: s
   if (isRefused(r)) throw new Error(`upgrade refused: ${r.status} ${r.body}`)
   t.teardown(() => r.destroy())
   return r
-}
-
-const refused = async (url: string, headers: Record<string, string> = {}): Promise<Refused> => {
-  const r = await connectWs(url, headers)
-  if (!isRefused(r)) {
-    r.destroy()
-    throw new Error("upgrade was accepted")
-  }
-  return r
-}
-
-/** Frames up to and including the first one `stop` accepts. */
-const until = async (ws: WsClient, stop: (f: Frame) => boolean): Promise<Array<Frame>> => {
-  const frames: Array<Frame> = []
-  for (;;) {
-    const f = await ws.nextJson()
-    frames.push(f)
-    if (stop(f) || f.close !== undefined) return frames
-  }
 }
 
 const isAudio = (f: Frame) => typeof f.audio === "string"

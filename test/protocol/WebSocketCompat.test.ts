@@ -11,12 +11,10 @@ import WebSocket from "ws"
 import { CLOSE_POLICY, MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
 import { mulawDecode } from "../../engines/audio/Mulaw.ts"
 import { startTestService } from "../support/service.ts"
-import { connectWs, isRefused, type Refused, type WsClient } from "../support/wsClient.ts"
+import { connectWs, type Frame, isRefused, type Refused, refused, until, type WsClient } from "../support/wsClient.ts"
 
 const service = await startTestService(t)
 const { apiKey } = await service.newUser(1_000_000)
-
-type Frame = Record<string, any>
 
 const wsUrl = (voice: string, path: string, query = "") =>
   `${service.base}/text-to-speech/${encodeURIComponent(voice)}/${path}${query === "" ? "" : `?${query}`}`
@@ -40,23 +38,9 @@ const open = async (t: Test, options: { voice?: string; path?: string; query?: s
   return r
 }
 
-const refused = async (url: string): Promise<Refused> => {
+const refusedWithKey = async (url: string): Promise<Refused> => {
   await warm(apiKey)
-  const r = await connectWs(url, { "xi-api-key": apiKey })
-  if (!isRefused(r)) {
-    r.destroy()
-    throw new Error("upgrade was accepted")
-  }
-  return r
-}
-
-const until = async (ws: WsClient, stop: (f: Frame) => boolean): Promise<Array<Frame>> => {
-  const frames: Array<Frame> = []
-  for (;;) {
-    const f = await ws.nextJson()
-    frames.push(f)
-    if (stop(f) || f.close !== undefined) return frames
-  }
+  return refused(url, { "xi-api-key": apiKey })
 }
 
 const isAudio = (f: Frame) => typeof f.audio === "string"
@@ -112,7 +96,7 @@ t.test("multi-stream-input: ulaw_8000 is one µ-law byte per 8 kHz sample, and n
 
 t.test("multi-stream-input: an output_format it cannot send is refused before the upgrade with 415", async (t) => {
   for (const format of ["mp3_44100_128", "opus_48000_64", "pcm_12345", "wav_24000", "nonsense"]) {
-    const r = await refused(wsUrl("mari", "multi-stream-input", `output_format=${format}`))
+    const r = await refusedWithKey(wsUrl("mari", "multi-stream-input", `output_format=${format}`))
     t.equal(r.status, 415, format)
     t.match(JSON.parse(r.body), { detail: { status: "unsupported_output_format", message: /pcm_<rate>.*ulaw_8000/ } }, format)
   }
@@ -133,7 +117,7 @@ t.test("inactivity_timeout (s) replaces the 60 s idle limit on both endpoints; b
     t.match(await ws.nextJson(), { close: 1011 }, path)
   }
   for (const bad of ["0", "-5", "abc", "1e999"]) {
-    const r = await refused(wsUrl("mari", "stream-input", `inactivity_timeout=${bad}`))
+    const r = await refusedWithKey(wsUrl("mari", "stream-input", `inactivity_timeout=${bad}`))
     t.equal(r.status, 400, bad)
     t.match(JSON.parse(r.body), { detail: { status: "invalid_request", message: /inactivity_timeout/ } }, bad)
   }

@@ -16,13 +16,11 @@ import t, { type Test } from "tap"
 import { CLOSE_POLICY, MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
 import { isolatedDatabaseUrl, testDatabaseMode } from "../support/database.ts"
 import { startTestService } from "../support/service.ts"
-import { connectWs, isRefused, type WsClient } from "../support/wsClient.ts"
+import { connectWs, type Frame, isRefused, until, type WsClient } from "../support/wsClient.ts"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const databaseUrl = testDatabaseMode() === "postgres" ? await isolatedDatabaseUrl(t, process.env.DATABASE_URL!) : undefined
 const service = await startTestService(t, databaseUrl === undefined ? {} : { DATABASE_URL: databaseUrl })
-
-type Frame = Record<string, any>
 
 const open = async (t: Test, apiKey: string, path = "stream-input") => {
   // A key's first use makes the upgrade asynchronous, which this uWS build may answer with an
@@ -37,15 +35,6 @@ const open = async (t: Test, apiKey: string, path = "stream-input") => {
   const ready = await until(r, (f) => f.flushDone === true)
   if (ready.at(-1)?.close !== undefined) throw new Error(`session closed before it was ready: ${JSON.stringify(ready.at(-1))}`)
   return r
-}
-
-const until = async (ws: WsClient, stop: (f: Frame) => boolean): Promise<Array<Frame>> => {
-  const frames: Array<Frame> = []
-  for (;;) {
-    const f = await ws.nextJson()
-    frames.push(f)
-    if (stop(f) || f.close !== undefined) return frames
-  }
 }
 
 /** The session's last frames: the error, then the close. */

@@ -187,3 +187,27 @@ export const connectWs = (url: string, headers: Record<string, string> = {}): Pr
   })
 
 export const isRefused = (r: WsClient | Refused): r is Refused => !(r instanceof WsClient)
+
+/** A JSON frame as the tests read it (`close` is set on the pseudo-frame for a close). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Frame = Record<string, any>
+
+/** Frames up to and including the first one `stop` accepts, or the close. */
+export const until = async (ws: WsClient, stop: (f: Frame) => boolean): Promise<Array<Frame>> => {
+  const frames: Array<Frame> = []
+  for (;;) {
+    const f = await ws.nextJson()
+    frames.push(f)
+    if (stop(f) || f.close !== undefined) return frames
+  }
+}
+
+/** Opens `url` expecting a refusal before the upgrade; fails the test if it was accepted. */
+export const refused = async (url: string, headers: Record<string, string> = {}): Promise<Refused> => {
+  const r = await connectWs(url, headers)
+  if (!isRefused(r)) {
+    r.destroy()
+    throw new Error("upgrade was accepted")
+  }
+  return r
+}
