@@ -158,7 +158,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         const spillFile = path.join(options.tmpDir, `stt-${randomBytes(8).toString("hex")}.pcm`)
         yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(spillFile, { force: true })))
 
-        const decodeStarted = performance.now()
+        // decodeMs is ffmpeg's own time (spawn to exit); a wait for a decode slot is not in it.
         const audio = yield* gate.run(
           Effect.andThen(
             Metric.update(sttMetrics.decodesStarted, 1),
@@ -169,7 +169,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
           )
         )
         yield* held(audio.largestChunkBytes)
-        const decodeMs = performance.now() - decodeStarted
+        const decodeMs = audio.decodeMs
         // --- credits (the credits engineer owns these three lines) ---
         const seconds = Math.max(1, Math.ceil(audio.durationMs / 1000))
         if (request.userId !== null) yield* accounts.debit(request.userId, seconds)

@@ -60,7 +60,7 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
       responses: {
         200: { description: "the transcript", schema: SpeechToTextResponse },
         400: { description: "malformed request, damaged media, unsupported language, bad URL", schema: ErrorBody },
-        402: { description: "out of credits (a caller below the minimum charge of 1 credit is refused before the upload is read)", schema: ErrorBody },
+        402: { description: "out of credits (a caller below the minimum charge of 1 credit is refused before the upload is stored)", schema: ErrorBody },
         413: { description: "file over 100 MB", schema: ErrorBody },
         415: { description: "not audio or video", schema: ErrorBody },
         502: { description: "recognition engine failed or missing", schema: ErrorBody },
@@ -69,7 +69,7 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
       handler: (ctx) =>
         Effect.gen(function*() {
           // Work before payment: a caller who cannot pay the minimum charge is refused (402)
-          // before the upload is read, fetched or decoded.
+          // before the upload is stored, fetched or decoded.
           yield* (yield* Transcriber).requireCredit(ctx.principal?.userId ?? null)
           return yield* withMultipart(ctx, { tmpDir: options.tmpDir, maxFileBytes: MAX_INLINE_BYTES, fileFields: new Set(["file"]), maxFiles: 1 }, (form) =>
           Effect.gen(function*() {

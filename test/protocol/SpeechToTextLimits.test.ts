@@ -9,7 +9,7 @@
  *    (`stt_decodes_active_peak`).
  * RSS is measured by bench/sttMemory.ts, not here (no timing or RSS thresholds in tests).
  */
-import { readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import * as path from "node:path"
 import t from "tap"
 import { ffmpeg, scratchDir } from "../engines/asr/speechFixtures.ts"
@@ -89,4 +89,14 @@ t.test("STT_MAX_CONCURRENT_DECODES=1: concurrent requests decode one at a time",
   t.equal(await metric("stt_decodes_active_peak"), 1, "never two decodes at once")
   t.equal(await metric("stt_decodes_active"), 0, "none left running")
   t.equal(await metric("stt_decodes_waiting"), 0, "none left waiting")
+})
+
+t.test("no spill file is left behind", async (t) => {
+  const user = await service.newUser(1000)
+  const notMedia = await stt(user.apiKey, new TextEncoder().encode("this is not audio at all\n".repeat(100)))
+  t.equal(notMedia.status, 415, "a failed decode")
+  await notMedia.arrayBuffer()
+  const tmp = path.join(service.dataDir, "tmp")
+  const left = existsSync(tmp) ? readdirSync(tmp).filter((f) => f.endsWith(".pcm")) : []
+  t.same(left, [], "DATA_DIR/tmp holds no decoded PCM after the requests")
 })
