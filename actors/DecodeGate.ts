@@ -49,14 +49,14 @@ export const makeDecodeGate = (options: {
       }
       waiting++
       let admitted = false
-      const admitted$ = Effect.suspend(() => {
+      const admit = Effect.suspend(() => {
         admitted = true
         waiting--
         active++
         peakActive = Math.max(peakActive, active)
         return publish
       })
-      const inside = Effect.andThen(admitted$, self).pipe(
+      const inside = Effect.andThen(admit, self).pipe(
         Effect.ensuring(Effect.suspend(() => {
           if (!admitted) return Effect.void // interrupted between the permit and admission
           active--
