@@ -6,26 +6,74 @@
  */
 import { Effect, Layer } from "effect"
 import { assignWords, diarizationWindows, diarize } from "../engines/speaker/Diarizer.ts"
+import { HOP_SAMPLES } from "../engines/speaker/FrameFeatures.ts"
 import type { SpeakerEmbedInput, SpeakerEmbedOutput } from "../engines/speaker/tasks.ts"
 import { WorkerPool } from "../runtime/WorkerPool.ts"
 import { SpeakerLabeller } from "./Transcription.ts"
 import { transcriptionFromPool } from "./TranscriptionError.ts"
+
+const SAMPLE_RATE = 16000
+
+interface WindowGroup {
+  readonly startMs: number
+  readonly endMs: number
+  /** Indexes into the window list. */
+  readonly members: Array<number>
+}
+
+/**
+ * Windows grouped by the speech segment that holds them (`diarizationWindows` makes every
+ * window inside one segment); a window no segment holds, which it never makes, gets its own.
+ */
+const groupBySegment = (
+  segments: ReadonlyArray<{ startMs: number; endMs: number }>,
+  windows: ReadonlyArray<{ startMs: number; endMs: number }>
+): Array<WindowGroup> => {
+  const groups = new Map<number, WindowGroup>()
+  const loose: Array<WindowGroup> = []
+  windows.forEach((w, i) => {
+    const s = segments.findIndex((s) => s.startMs <= w.startMs && w.endMs <= s.endMs)
+    if (s < 0) return void loose.push({ startMs: w.startMs, endMs: w.endMs, members: [i] })
+    let g = groups.get(s)
+    if (g === undefined) groups.set(s, (g = { startMs: segments[s]!.startMs, endMs: segments[s]!.endMs, members: [] }))
+    g.members.push(i)
+  })
+  return [...groups.values(), ...loose]
+}
 
 export const SpeakerLabellerLive = Layer.effect(
   SpeakerLabeller,
   Effect.gen(function*() {
     const pool = yield* WorkerPool
     return SpeakerLabeller.of({
-      label: Effect.fn("SpeakerLabeller.label")(function*(pcm, segments, words, numSpeakers) {
+      label: Effect.fn("SpeakerLabeller.label")(function*(audio, segments, words, numSpeakers) {
         const windows = diarizationWindows(segments)
         if (windows.length === 0) return words.map((w) => ({ ...w, speaker: "speaker_0" }))
-        const copy = pcm.slice()
-        const embedded = yield* pool.run<SpeakerEmbedOutput>("speaker.embed", { pcm: copy, windows } satisfies SpeakerEmbedInput, {
-          priority: "batch",
-          transfer: [copy.buffer as ArrayBuffer]
-        }).pipe(Effect.mapError(transcriptionFromPool))
+        // One task per speech segment with that segment's audio read back from the spill, so
+        // memory stays one segment (≤ 20 s) per task whatever the recording's length. Each chunk
+        // starts on the 10 ms analysis grid of the whole recording (HOP_SAMPLES), so the frames
+        // are those one call over the whole PCM would analyse.
+        const groups = groupBySegment(segments, windows)
+        const embeddings = new Array<Float32Array>(windows.length)
+        yield* Effect.forEach(groups, (g) =>
+          Effect.gen(function*() {
+            const from = Math.floor(Math.floor((g.startMs * SAMPLE_RATE) / 1000) / HOP_SAMPLES) * HOP_SAMPLES
+            const to = Math.min(audio.samples, Math.ceil((g.endMs * SAMPLE_RATE) / 1000))
+            const pcm = yield* audio.read(from, to)
+            const embedded = yield* pool.run<SpeakerEmbedOutput>("speaker.embed", {
+              pcm,
+              windows: g.members.map((i) => windows[i]!),
+              offsetMs: (from * 1000) / SAMPLE_RATE
+            } satisfies SpeakerEmbedInput, {
+              priority: "batch",
+              transfer: [pcm.buffer as ArrayBuffer]
+            }).pipe(Effect.mapError(transcriptionFromPool))
+            g.members.forEach((i, k) => {
+              embeddings[i] = embedded.embeddings[k]!
+            })
+          }), { concurrency: 2, discard: true })
         const result = diarize(
-          windows.map((w, i) => ({ ...w, embedding: embedded.embeddings[i]! })),
+          windows.map((w, i) => ({ ...w, embedding: embeddings[i]! })),
           numSpeakers !== undefined ? { numSpeakers } : {}
         )
         const speakers = assignWords(words, result.turns)

@@ -54,6 +54,7 @@ export const settings = {
   piperVoicesDir: setting("PIPER_VOICES_DIR", "Directory of Piper voices (*.onnx + *.onnx.json); unset: Piper off", "(unset)", Config.option(Config.String("PIPER_VOICES_DIR"))),
   wsEnabled: setting("WS_ENABLED", "WebSocket text-to-speech sessions (stream-input, multi-stream-input); false answers their upgrades with 503", "true", Config.Boolean("WS_ENABLED").pipe(Config.withDefault(true))),
   wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),
+  sttMaxConcurrentDecodes: setting("STT_MAX_CONCURRENT_DECODES", "Speech-to-text files decoded (ffmpeg) at once; four times as many more may wait, past that requests get 503 server_busy", "2", intIn("STT_MAX_CONCURRENT_DECODES", 2, 1, 256)),
   urlFetchAllowPrivate: setting("URL_FETCH_ALLOW_PRIVATE", "Let speech-to-text fetch source URLs on private and loopback addresses (tests, private deployments)", "false", Config.Boolean("URL_FETCH_ALLOW_PRIVATE").pipe(Config.withDefault(false))),
   urlFetchCaFile: setting("URL_FETCH_CA_FILE", "PEM file of extra CA certificates trusted when fetching source URLs", "(unset)", Config.option(Config.String("URL_FETCH_CA_FILE"))),
   initialCredits: setting("INITIAL_CREDITS", "Credits given to a user created without an explicit amount", "10000", intIn("INITIAL_CREDITS", 10_000, 0, Number.MAX_SAFE_INTEGER)),

@@ -78,7 +78,11 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   const cloning = VoiceCloningLive.pipe(
     Layer.provide(Layer.mergeAll(pool, voiceClones, localBlobStoreLayer(path.join(config.dataDir, "blobs"))))
   )
-  const transcriber = TranscriberLive({ concurrency: config.workers }).pipe(
+  const transcriber = TranscriberLive({
+    concurrency: config.workers,
+    maxConcurrentDecodes: config.sttMaxConcurrentDecodes,
+    tmpDir: path.join(config.dataDir, "tmp")
+  }).pipe(
     Layer.provide(SpeakerLabellerLive),
     Layer.provide(Layer.merge(pool, accounts))
   )

@@ -10,7 +10,9 @@
  *  2. `ffmpeg -protocol_whitelist file -i file:<path> -map 0:a:0 -f s16le -ac 1 -ar 16000 -`:
  *     first audio stream only (video is demuxed, never decoded), no network or playlist
  *     references, channels averaged, ffmpeg's default resampler;
- *  3. stdout chunks are yielded as they arrive (`pcmChunks`) or collected (`decodeMedia`).
+ *  3. stdout chunks are yielded as they arrive (`pcmChunks`), collected (`decodeMedia`, for
+ *     short clips), or written to a spill file as they arrive (`decodeToFile`, for recordings of
+ *     any length: ~1 s of PCM in memory at a time; `readSamples` reads a span back).
  *
  * Error reasons and the HTTP statuses the protocol table gives them:
  *   NotMedia 415 · Damaged 400 (ffmpeg's message, paths removed) · NoAudio 400 (no audio stream,
@@ -26,7 +28,7 @@
  * mp3 (with its Xing/LAME header) and flac are exact.
  */
 import { spawn } from "node:child_process"
-import { open } from "node:fs/promises"
+import { open, type FileHandle } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { endianness } from "node:os"
 import * as path from "node:path"
@@ -226,4 +228,51 @@ export const decodeMedia = async (file: string, options: DecodeOptions = {}): Pr
     }
     chunks.push(next.value)
   }
+}
+
+/** Decoded audio spilled to a raw file (s16le mono at 16 kHz, this machine's byte order). */
+export interface SpilledAudio extends DecodeSummary {
+  /** The spill file; the caller removes it. */
+  readonly file: string
+  readonly durationMs: number
+  /** Largest chunk held in memory on the way to the file, bytes. */
+  readonly largestChunkBytes: number
+}
+
+/**
+ * Decodes `file` into `spillFile` (created or truncated), holding one ~1 s chunk at a time, so
+ * a recording of any length costs its length in disk, not in memory. Throws MediaError; the
+ * spill file is left for the caller to remove in every case.
+ */
+export const decodeToFile = async (file: string, spillFile: string, options: DecodeOptions = {}): Promise<SpilledAudio> => {
+  const out = await open(spillFile, "w", 0o600)
+  try {
+    const stream = pcmChunks(file, options)
+    let largestChunkBytes = 0
+    for (;;) {
+      const next = await stream.next()
+      if (next.done) {
+        return { ...next.value, file: spillFile, durationMs: (next.value.samples * 1000) / DECODE_SAMPLE_RATE, largestChunkBytes }
+      }
+      const chunk = next.value
+      largestChunkBytes = Math.max(largestChunkBytes, chunk.byteLength)
+      // Awaiting each write is the backpressure: ffmpeg blocks on its pipe meanwhile.
+      await out.write(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+    }
+  } finally {
+    await out.close()
+  }
+}
+
+/** Samples [from, to) of a spill file written by `decodeToFile`, in a buffer of their own. */
+export const readSamples = async (spill: FileHandle, from: number, to: number): Promise<Int16Array> => {
+  const pcm = new Int16Array(Math.max(0, to - from))
+  const bytes = new Uint8Array(pcm.buffer)
+  let done = 0
+  while (done < bytes.length) {
+    const { bytesRead } = await spill.read(bytes, done, bytes.length - done, from * 2 + done)
+    if (bytesRead === 0) break // past the end: shorter, as `slice` past the end would be
+    done += bytesRead
+  }
+  return done === bytes.length ? pcm : pcm.slice(0, done >> 1)
 }

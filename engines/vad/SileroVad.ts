@@ -41,6 +41,16 @@ export class VadError extends Error {
   }
 }
 
+/** Floats of the recurrent state (`state` [2, 1, 128]). */
+export const VAD_STATE_SIZE = 2 * 128
+
+/** What one block of a recording hands to the next: the model state and the last 64 samples. */
+export interface VadCarry {
+  readonly state: Float32Array
+  /** The last `VAD_CONTEXT_SAMPLES` samples of the previous frame, scaled to [-1, 1]. */
+  readonly context: Float32Array
+}
+
 export interface SileroVadOptions {
   /** Path of a Silero v5/v6 ONNX file with the I/O above; default the npm package's. */
   readonly modelPath?: string
@@ -90,13 +100,28 @@ export class SileroVad {
 
   /** Speech probability of each 32 ms frame of 16 kHz mono PCM (Int16, or Float32 in [-1, 1]). */
   async probabilities(pcm: Int16Array | Float32Array): Promise<Float32Array> {
+    return (await this.continueProbabilities(pcm, undefined)).probabilities
+  }
+
+  /**
+   * Like `probabilities`, for one block of a longer recording: `carry` is what the previous
+   * block returned (undefined for the first), so a recording read in blocks gets exactly the
+   * probabilities of one call over all of it. Every block but the last must hold a whole number
+   * of frames (a multiple of `VAD_FRAME_SAMPLES`); a partial last frame is zero-padded.
+   */
+  async continueProbabilities(pcm: Int16Array | Float32Array, carry: VadCarry | undefined): Promise<{ probabilities: Float32Array; carry: VadCarry }> {
     if (this.disposed) throw new VadError("EngineUnavailable", "Silero VAD was disposed")
+    if (carry !== undefined && !(carry.state instanceof Float32Array && carry.state.length === VAD_STATE_SIZE && carry.context instanceof Float32Array && carry.context.length === VAD_CONTEXT_SAMPLES)) {
+      throw new VadError("InvalidInput", `carry must be { state: Float32Array(${VAD_STATE_SIZE}), context: Float32Array(${VAD_CONTEXT_SAMPLES}) }`)
+    }
     const frames = Math.ceil(pcm.length / VAD_FRAME_SAMPLES)
     const out = new Float32Array(frames)
     const input = this.input
     input.fill(0)
+    // The context sits where copyWithin below takes it from: the tail of the previous frame.
+    if (carry !== undefined) input.set(carry.context, VAD_FRAME_SAMPLES)
     const inputTensor = new ort.Tensor("float32", input, [1, input.length])
-    let state: ort.Tensor = new ort.Tensor("float32", new Float32Array(2 * 128), [2, 1, 128])
+    let state: ort.Tensor = new ort.Tensor("float32", carry === undefined ? new Float32Array(VAD_STATE_SIZE) : carry.state.slice(), [2, 1, 128])
     const scale = pcm instanceof Int16Array ? 1 / 32768 : 1
     const [probName, stateName] = this.session.outputNames as [string, string]
     for (let f = 0; f < frames; f++) {
@@ -110,7 +135,11 @@ export class SileroVad {
       out[f] = (result[probName]!.data as Float32Array)[0]!
       state = result[stateName] as ort.Tensor
     }
-    return out
+    const next: VadCarry = {
+      state: Float32Array.from(state.data as Float32Array),
+      context: input.slice(VAD_FRAME_SAMPLES, VAD_FRAME_SAMPLES + VAD_CONTEXT_SAMPLES)
+    }
+    return { probabilities: out, carry: carry !== undefined && frames === 0 ? { state: carry.state.slice(), context: carry.context.slice() } : next }
   }
 
   async segments(pcm: Int16Array | Float32Array, options?: Partial<VadOptions>): Promise<VadResult> {

@@ -5,9 +5,14 @@
  * `transfer: [pcm.buffer]`). Times come back absolute: `sampleOffset` is the index of `pcm[0]`
  * in the whole recording, so a long recording can be cut into chunks (cut in silence, or
  * overlapping: the model's state restarts at each call). The model loads once per thread.
+ *
+ * `vad.probabilities`: per-frame speech probabilities of one block of a long recording, with
+ * the model state carried from the previous block (`carry` in, `carry` out), so a recording
+ * streamed in blocks gets the probabilities one call over the whole of it would give; the caller
+ * turns them into segments with `speechSegments`. Blocks are whole frames but the last.
  */
 import { defineTasks, perThread, TaskError, transfer } from "../tasks.ts"
-import { SileroVad, VAD_FRAME_MS, VAD_SAMPLE_RATE, VadError } from "./SileroVad.ts"
+import { SileroVad, VAD_FRAME_MS, VAD_SAMPLE_RATE, VadError, type VadCarry } from "./SileroVad.ts"
 import type { SpeechSegment, VadOptions } from "./SpeechSegments.ts"
 
 export interface VadSegmentsInput {
@@ -32,19 +37,37 @@ export interface VadSegmentsOutput {
   readonly engineMs: number
 }
 
+export interface VadProbabilitiesInput {
+  /** s16le mono at 16 kHz; a multiple of the 512-sample frame unless it is the last block. */
+  readonly pcm: Int16Array
+  /** What the previous block returned; absent for the first block. */
+  readonly carry?: VadCarry
+}
+
+export interface VadProbabilitiesOutput {
+  /** One per 32 ms frame of this block (moved). */
+  readonly probabilities: Float32Array
+  /** For the next block (moved). */
+  readonly carry: VadCarry
+  readonly engineMs: number
+}
+
 const silero = perThread(() => SileroVad.load())
+
+const loadSilero = async (): Promise<SileroVad> => {
+  try {
+    return await silero()
+  } catch (e) {
+    throw VadError.is(e) ? new TaskError(e.reason, e.message, "VadError") : e
+  }
+}
 
 export const vadTasks = defineTasks({
   "vad.segments": async (input: VadSegmentsInput) => {
     if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
     const sampleOffset = input.sampleOffset ?? 0
     if (!Number.isInteger(sampleOffset) || sampleOffset < 0) throw new TaskError("InvalidInput", `bad sampleOffset ${sampleOffset}`, "VadError")
-    let vad: SileroVad
-    try {
-      vad = await silero()
-    } catch (e) {
-      throw VadError.is(e) ? new TaskError(e.reason, e.message, "VadError") : e
-    }
+    const vad = await loadSilero()
     const started = performance.now()
     let result
     try {
@@ -60,5 +83,18 @@ export const vadTasks = defineTasks({
     if (input.withProbabilities !== true) return base
     const output: VadSegmentsOutput = { ...base, probabilities: result.probabilities }
     return transfer(output, [result.probabilities.buffer as ArrayBuffer])
+  },
+  "vad.probabilities": async (input: VadProbabilitiesInput) => {
+    if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
+    const vad = await loadSilero()
+    const started = performance.now()
+    let result
+    try {
+      result = await vad.continueProbabilities(input.pcm, input.carry)
+    } catch (e) {
+      throw VadError.is(e) ? new TaskError(e.reason, e.message, "VadError") : e
+    }
+    const output: VadProbabilitiesOutput = { ...result, engineMs: performance.now() - started }
+    return transfer(output, [result.probabilities.buffer as ArrayBuffer, result.carry.state.buffer as ArrayBuffer, result.carry.context.buffer as ArrayBuffer])
   }
 })

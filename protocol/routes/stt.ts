@@ -60,13 +60,18 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
       responses: {
         200: { description: "the transcript", schema: SpeechToTextResponse },
         400: { description: "malformed request, damaged media, unsupported language, bad URL", schema: ErrorBody },
-        402: { description: "out of credits", schema: ErrorBody },
+        402: { description: "out of credits (a caller below the minimum charge of 1 credit is refused before the upload is stored)", schema: ErrorBody },
         413: { description: "file over 100 MB", schema: ErrorBody },
         415: { description: "not audio or video", schema: ErrorBody },
-        502: { description: "recognition engine failed or missing", schema: ErrorBody }
+        502: { description: "recognition engine failed or missing", schema: ErrorBody },
+        503: { description: "too many files being decoded and waiting (STT_MAX_CONCURRENT_DECODES); retry", schema: ErrorBody }
       },
       handler: (ctx) =>
-        withMultipart(ctx, { tmpDir: options.tmpDir, maxFileBytes: MAX_INLINE_BYTES, fileFields: new Set(["file"]), maxFiles: 1 }, (form) =>
+        Effect.gen(function*() {
+          // Work before payment: a caller who cannot pay the minimum charge is refused (402)
+          // before the upload is stored, fetched or decoded.
+          yield* (yield* Transcriber).requireCredit(ctx.principal?.userId ?? null)
+          return yield* withMultipart(ctx, { tmpDir: options.tmpDir, maxFileBytes: MAX_INLINE_BYTES, fileFields: new Set(["file"]), maxFiles: 1 }, (form) =>
           Effect.gen(function*() {
             const f = form.fields
             if ((f.model_id ?? "").trim() === "") return yield* badRequest("model_id is required (any non-empty value; the service's own engine is used)")
@@ -112,6 +117,7 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
             if (formats.length > 0) body.additional_formats = additionalFormats(formats, result.words)
             return Reply.json(200, body, { "x-audio-duration-ms": String(Math.round(result.durationMs)) })
           }))
+        })
     }
   ]
 }

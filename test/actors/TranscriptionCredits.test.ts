@@ -21,12 +21,12 @@ const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
 
 t.test("transcription credits", async (t) => {
   const accounts = accountsLayer()
-  const transcriber = TranscriberLive({ concurrency: 1 }).pipe(
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "speech-stt-credits-"))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const transcriber = TranscriberLive({ concurrency: 1, maxConcurrentDecodes: 1, tmpDir: path.join(dir, "tmp") }).pipe(
     Layer.provideMerge(Layer.merge(WorkerPool.layer({ workers: 1, maxQueue: 8 }), accounts))
   )
   const db = useTestDatabaseWith(t, transcriber)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "speech-stt-credits-"))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   // Not media at all: decoding it fails (invalid media), so the reason tells which check ran first.
   const junk = path.join(dir, "junk.bin")
   fs.writeFileSync(junk, Buffer.alloc(4096, 7))

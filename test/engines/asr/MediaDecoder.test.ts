@@ -2,14 +2,17 @@
  * ffmpeg decoding to 16 kHz mono s16le: formats made by ffmpeg in the test from Flite speech
  * keep their length (lossless ones their samples), and each failure has its reason: a text file
  * is NotMedia, a truncated mp4 is Damaged, a video without sound is NoAudio, plus limits,
- * cancellation and a missing binary. What ffmpeg does with a truncated mp3 (decodes the part that
+ * cancellation and a missing binary; decoding to a spill file gives the same samples, read back
+ * by span, holding one chunk at a time. What ffmpeg does with a truncated mp3 (decodes the part that
  * is there, silently) is pinned down here. Speeds are printed, never asserted.
  */
 import t from "tap"
 import { readFileSync, statSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { concatInt16, int16ToFloat, rmsDbfs } from "../../../engines/audio/Pcm.ts"
-import { decodeMedia, MediaError, pcmChunks, type MediaErrorReason } from "../../../engines/media/MediaDecoder.ts"
+import { open } from "node:fs/promises"
+import fc from "fast-check"
+import { decodeMedia, decodeToFile, MediaError, pcmChunks, readSamples, type MediaErrorReason } from "../../../engines/media/MediaDecoder.ts"
 import { disposeFlite, ffmpeg, scratchDir, speak, writeWav } from "./speechFixtures.ts"
 
 t.teardown(disposeFlite)
@@ -154,4 +157,31 @@ t.test("limits, cancellation and a missing binary", async (t) => {
   t.equal(await reasonOf(running), "Aborted", "aborted while running")
   const missing = await errorOf(decodeMedia(mp3, { ffmpegPath: "/nonexistent/ffmpeg" }))
   t.equal(missing.reason, "DecoderUnavailable")
+})
+
+t.test("decodeToFile: the samples of decodeMedia on disk, one chunk in memory; readSamples spans", async (t) => {
+  const long = path.join(dir, "long.flac")
+  ffmpeg(["-stream_loop", "20", "-i", wav, "-c:a", "flac", long])
+  const whole = await decodeMedia(long)
+  const spill = path.join(dir, "long.pcm")
+  const spilled = await decodeToFile(long, spill)
+  t.equal(spilled.samples, whole.samples)
+  t.equal(statSync(spill).size, whole.samples * 2, "s16 on disk")
+  t.ok(spilled.largestChunkBytes <= 256 * 1024, `largest chunk ${spilled.largestChunkBytes} B of ${whole.pcm.byteLength} B decoded`)
+  const handle = await open(spill, "r")
+  try {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: whole.samples + 100 }), fc.integer({ min: 0, max: 40_000 }), async (from, n) => {
+        const got = await readSamples(handle, from, from + n)
+        const want = whole.pcm.slice(from, from + n)
+        return got.length === want.length && got.every((x, i) => x === want[i])
+      }),
+      { numRuns: 50 }
+    )
+  } finally {
+    await handle.close()
+  }
+  const text = path.join(dir, "not-media.txt")
+  writeFileSync(text, "hello, this is text\n".repeat(50))
+  t.equal(await reasonOf(decodeToFile(text, path.join(dir, "text.pcm"))), "NotMedia", "failures are MediaErrors as for decodeMedia")
 })

@@ -1,13 +1,17 @@
 /**
  * Silero VAD v6 on onnxruntime-node: finds the speech islands of speech + silence + speech made
  * by Flite (edges within ±150 ms of Flite's own first and last word), in digital silence and in
- * a noise floor; per-call state reset; the `vad.segments` task with absolute times.
+ * a noise floor; per-call state reset; the `vad.segments` task with absolute times; blocks with
+ * the state carried (`continueProbabilities`, task `vad.probabilities`) give exactly the
+ * probabilities of one pass, for any cut into whole frames (property-based).
  * Speed is printed, never asserted.
  */
+import fc from "fast-check"
 import t, { type Test } from "tap"
 import { concatInt16 } from "../../../engines/audio/Pcm.ts"
 import { SileroVad, VAD_FRAME_MS, VAD_FRAME_SAMPLES, VadError } from "../../../engines/vad/SileroVad.ts"
-import { vadTasks, type VadSegmentsOutput } from "../../../engines/vad/tasks.ts"
+import { vadTasks, type VadProbabilitiesOutput, type VadSegmentsOutput } from "../../../engines/vad/tasks.ts"
+import type { VadCarry } from "../../../engines/vad/SileroVad.ts"
 import { disposeFlite, speak, type Utterance } from "./speechFixtures.ts"
 
 const vad = await SileroVad.load()
@@ -92,6 +96,35 @@ t.test("vad.segments: absolute times, optional probabilities moved out", async (
   const withProbs = await vadTasks["vad.segments"]({ pcm: recording.slice(), withProbabilities: true })
   t.ok("buffers" in withProbs, "a Transfer: the probabilities move, not copy")
   const bad = await Promise.resolve(vadTasks["vad.segments"]({ pcm: recording, options: { threshold: 2 } })).then(() => undefined, (e: unknown) => e)
+  t.match(bad, { name: "VadError", reason: "InvalidInput" })
+})
+
+t.test("blocks with the state carried give exactly the probabilities of one pass", async (t) => {
+  const whole = await vad.probabilities(recording)
+  const frames = Math.ceil(recording.length / VAD_FRAME_SAMPLES)
+  // Any cut into blocks of whole frames, the last block taking the partial frame.
+  await fc.assert(
+    fc.asyncProperty(fc.array(fc.integer({ min: 0, max: frames }), { maxLength: 6 }), async (cuts) => {
+      const edges = [...new Set([0, ...cuts, frames])].sort((x, y) => x - y).map((f) => Math.min(recording.length, f * VAD_FRAME_SAMPLES))
+      const parts: Array<Float32Array> = []
+      let carry: VadCarry | undefined
+      for (let k = 1; k < edges.length; k++) {
+        const r = await vad.continueProbabilities(recording.subarray(edges[k - 1], edges[k]), carry)
+        parts.push(r.probabilities)
+        carry = r.carry
+      }
+      const joined = Float32Array.from(parts.flatMap((p) => [...p]))
+      return joined.length === whole.length && joined.every((p, i) => p === whole[i])
+    }),
+    { numRuns: 6 }
+  )
+  // The pool task: carry in, carry out, buffers moved.
+  const half = 100 * VAD_FRAME_SAMPLES
+  const first = (await vadTasks["vad.probabilities"]({ pcm: recording.slice(0, half) })) as unknown as { value: VadProbabilitiesOutput; buffers: Array<ArrayBuffer> }
+  t.equal(first.buffers.length, 3, "probabilities and carry are moved")
+  const second = (await vadTasks["vad.probabilities"]({ pcm: recording.slice(half), carry: first.value.carry })) as unknown as { value: VadProbabilitiesOutput }
+  t.same([...first.value.probabilities, ...second.value.probabilities], [...whole], "two task blocks = one pass")
+  const bad = await Promise.resolve(vadTasks["vad.probabilities"]({ pcm: recording, carry: { state: new Float32Array(3), context: new Float32Array(64) } })).then(() => undefined, (e: unknown) => e)
   t.match(bad, { name: "VadError", reason: "InvalidInput" })
 })
 
