@@ -197,10 +197,23 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
      * it may have read a row that the invalidation was about.
      */
     let epoch = 0
+    /**
+     * Keys invalidated while a refresh of keys in use is reading them ("all" after a full
+     * invalidation); that refresh must not re-cache those rows. Per key, not the epoch: on a
+     * shared database other keys' notifications arrive all the time, and discarding a whole
+     * refresh for them let keys in use expire (a miss, an async WebSocket upgrade).
+     */
+    let invalidatedDuringRefresh: Set<string> | "all" | undefined
+    const markInvalidated = (hashHex: string | undefined) => {
+      epoch++
+      if (invalidatedDuringRefresh === undefined || invalidatedDuringRefresh === "all") return
+      if (hashHex === undefined) invalidatedDuringRefresh = "all"
+      else invalidatedDuringRefresh.add(hashHex)
+    }
     /** Opened by every invalidation: revocation checks run then (see watchRevocations). */
     const keysChanged = Latch.makeUnsafe(false)
     const invalidate = (hashHex: string | undefined) => {
-      epoch++
+      markInvalidated(hashHex)
       keysChanged.openUnsafe()
       if (hashHex === undefined) {
         known.clear()
@@ -245,20 +258,27 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         else if ((known.expiresAt(hashHex) ?? 0) - now < 2 * refreshMs) due.push(hashHex)
       }
       if (due.length === 0) return
-      const startedAt = epoch
+      invalidatedDuringRefresh = new Set()
+      let dirty: Set<string> | "all" | undefined
       const rows = yield* sql<{ key_hash: Uint8Array; id: string; user_id: string }>`
         SELECT key_hash, id, user_id FROM api_keys
-        WHERE key_hash IN ${sql.in(due.map((h) => Buffer.from(h, "hex")))} AND deleted_at IS NULL`
+        WHERE key_hash IN ${sql.in(due.map((h) => Buffer.from(h, "hex")))} AND deleted_at IS NULL`.pipe(
+        Effect.ensuring(Effect.sync(() => {
+          dirty = invalidatedDuringRefresh
+          invalidatedDuringRefresh = undefined
+        }))
+      )
       // An invalidation during the query may concern these rows: the next round re-reads them.
-      if (startedAt !== epoch) return
+      if (dirty === "all") return
       const alive = new Set<string>()
       for (const row of rows) {
         const hashHex = Buffer.from(row.key_hash).toString("hex")
         alive.add(hashHex)
+        if (dirty?.has(hashHex)) continue
         known.set(hashHex, { userId: row.user_id, keyId: row.id, scopes: apiKeyScopes }, listening ? listenTtlMs : shortTtlMs, Date.now())
       }
       for (const hashHex of due) {
-        if (alive.has(hashHex)) continue
+        if (alive.has(hashHex) || dirty?.has(hashHex)) continue
         known.delete(hashHex)
         inUse.delete(hashHex)
       }
@@ -287,7 +307,7 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
             // Found before the cache's own bound ran out: a reconnect must fail as the session did.
             // (epoch: a lookup or refresh that read the row before the delete must not cache it.)
             const hashHex = Buffer.from(row.key_hash).toString("hex")
-            epoch++
+            markInvalidated(hashHex)
             known.delete(hashHex)
             inUse.delete(hashHex)
           }

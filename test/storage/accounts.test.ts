@@ -97,6 +97,37 @@ t.test("accounts", async (t) => {
     }
   })
 
+  t.test("a key in use stays cached while other keys change all the time", async (t) => {
+    // Every other key's change is an invalidation; a refresh of keys in use that overlapped one
+    // used to be thrown away whole, so under steady key churn (many clients, many instances on one
+    // database) a key in use expired and missed.
+    const scope = await run(Scope.make())
+    t.teardown(() => run(Scope.close(scope, Exit.void)))
+    const warm = await db.run(makeAccounts({ shortTtlMs: 400, listenTtlMs: 400 }).pipe(Scope.provide(scope)))
+    const created = await run(warm.createUserWithKey({ name: "frank" }))
+    await run(warm.authenticate(created.apiKey))
+    const hit = () => Exit.isSuccess(Effect.runSyncExit(warm.authenticate(created.apiKey)))
+    for (let waited = 0; !hit() && waited < 5_000; waited += 20) await sleep(20)
+    let churning = true
+    const churn = (async () => {
+      while (churning) {
+        const other = await run(warm.mintKey(created.userId, "churn"))
+        await run(warm.deleteKey(other.keyId))
+      }
+    })()
+    const started = Date.now()
+    let checks = 0
+    let synchronous = 0
+    while (Date.now() - started < 3_000) {
+      await sleep(50)
+      checks++
+      if (hit()) synchronous++
+    }
+    churning = false
+    await churn
+    t.equal(synchronous, checks, `${synchronous} of ${checks} authentications over 3 s (7.5 TTLs) of key churn were cache hits`)
+  })
+
   t.test("a key in use never misses the cache: it authenticates without I/O across TTLs", async (t) => {
     // Short TTLs in both modes; a cache hit completes synchronously, a miss needs the database
     // and so cannot (runSyncExit then reports an AsyncFiberError).
