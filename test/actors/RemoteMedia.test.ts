@@ -4,7 +4,6 @@
  * same client answer while the log keeps the real reason with the request id.
  */
 import { Effect, Logger, References } from "effect"
-import { execFileSync } from "node:child_process"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import * as https from "node:https"
 import type { AddressInfo } from "node:net"
@@ -14,15 +13,10 @@ import { makeOutboundGuard } from "../../actors/OutboundAddress.ts"
 import { fetchToFile, type FetchOptions, RemoteMediaError } from "../../actors/RemoteMedia.ts"
 import { errorBody, toApiError } from "../../protocol/ApiError.ts"
 import { scratchDir } from "../engines/asr/speechFixtures.ts"
+import { selfSignedCert } from "../support/selfSignedCert.ts"
 
 const dir = scratchDir(t, "speech-remote-media-")
-const certFile = path.join(dir, "cert.pem")
-const keyFile = path.join(dir, "key.pem")
-execFileSync("openssl", [
-  "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-  "-keyout", keyFile, "-out", certFile, "-days", "2", "-subj", "/CN=127.0.0.1",
-  "-addext", "subjectAltName=IP:127.0.0.1,IP:::ffff:127.0.0.1"
-], { stdio: ["ignore", "ignore", "pipe"] })
+const { certFile, keyFile } = selfSignedCert(dir, ["IP:127.0.0.1", "IP:::ffff:127.0.0.1"])
 const ca = readFileSync(certFile, "utf8")
 
 const served: Array<string> = []

@@ -10,26 +10,19 @@
  * answer, byte for byte, so the errors cannot be used to map ports.
  */
 import { Effect } from "effect"
-import { execFileSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import * as https from "node:https"
 import * as net from "node:net"
-import * as path from "node:path"
 import t, { type Test } from "tap"
 import { scratchDir } from "../engines/asr/speechFixtures.ts"
 import { startTestService, type TestService } from "../support/service.ts"
+import { selfSignedCert } from "../support/selfSignedCert.ts"
 
 const dir = scratchDir(t, "speech-stt-url-")
 
 // The certificate names every loopback spelling a client can reach, so that a spelling that
 // got through would really fetch (made before the services start: they read the CA file then).
-const certFile = path.join(dir, "cert.pem")
-const keyFile = path.join(dir, "key.pem")
-execFileSync("openssl", [
-  "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-  "-keyout", keyFile, "-out", certFile, "-days", "2", "-subj", "/CN=127.0.0.1",
-  "-addext", "subjectAltName=IP:127.0.0.1,IP:::1,IP:::ffff:127.0.0.1,IP:0.0.0.0,DNS:localhost"
-], { stdio: ["ignore", "ignore", "pipe"] })
+const { certFile, keyFile } = selfSignedCert(dir, ["IP:127.0.0.1", "IP:::1", "IP:::ffff:127.0.0.1", "IP:0.0.0.0", "DNS:localhost"])
 
 /** Private addresses allowed (tests, private deployments). */
 const permissive = await startTestService(t, { WORKERS: "1", URL_FETCH_ALLOW_PRIVATE: "true", URL_FETCH_CA_FILE: certFile })
