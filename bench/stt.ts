@@ -92,6 +92,15 @@ const rawOnce = async () => {
 }
 await rawOnce() // warm
 
+/**
+ * The raw engine runs on this thread and blocks its event loop for ~10 s. Meanwhile the server
+ * closes the idle keep-alive connection fetch pooled (uWS: 10 s idle), but fetch only learns of
+ * it once the loop runs: a request made straight after would be written into the closed socket
+ * (`fetch failed`, `write EPIPE`, the failure this bench showed after its first round). Letting
+ * the loop run first (undici's idle timers have ~1 s resolution) drops the dead connection.
+ */
+const letSocketsSettle = () => new Promise((resolve) => setTimeout(resolve, 1_500))
+
 // ---- the service ----------------------------------------------------------------------------
 
 const withService = async <A>(workers: number, use: (s: { site: string; port: number; pid: number; apiKey: string }) => Promise<A>): Promise<A> => {
@@ -212,7 +221,10 @@ for (const workers of [...new Set([1, maxWorkers])]) {
     const raws: Array<Awaited<ReturnType<typeof rawOnce>>> = []
     let serverText = ""
     for (let i = 0; i < rounds; i++) {
-      if (workers === 1) raws.push(await rawOnce())
+      if (workers === 1) {
+        raws.push(await rawOnce())
+        await letSocketsSettle()
+      }
       const r = await transcribe(site, apiKey, upload)
       singles.push(r.ms / 1000 / audioSeconds)
       serverText = r.text
