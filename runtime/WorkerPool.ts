@@ -76,9 +76,9 @@ export interface WorkerPoolOptions {
 export class WorkerPool extends Context.Service<WorkerPool, {
   /**
    * Runs a task of `kind` on a worker thread. Interrupting the calling fiber cancels it: a
-   * waiting task is dropped; a running one is stopped by terminating its thread (JS on a thread
-   * cannot be preempted otherwise). Hazard: the replacement thread starts cold and reloads its
-   * models on first use, so interrupting long tasks often costs a model load.
+   * waiting task is dropped at once; a running one is left to finish and its result dropped
+   * (the caller returns at once, the thread stays busy until then). Threads are never
+   * terminated under a task: one terminated inside native inference aborts the process.
    */
   readonly run: <A>(kind: string, input: unknown, options?: RunOptions) => Effect.Effect<A, PoolError>
   /**
@@ -207,18 +207,17 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
       const fail = (reason: PoolErrorReason, message: string, failure?: TaskFailure) =>
         resume(Effect.fail(new PoolError({ reason, kind, message, ...(failure ? { failure } : {}) })))
 
-      let inFlight: Promise<void> | undefined
       const task: Waiting = {
         start: () => {
           running++
-          // `signal` aborts when the fiber is interrupted: piscina then drops the task or,
-          // once it runs, terminates its thread and starts a replacement.
-          inFlight = piscina.run({ kind, input }, {
-            signal,
-            ...(runOptions?.transfer ? { transferList: [...runOptions.transfer] } : {})
-          }).then(
+          // No AbortSignal for piscina: aborting a running task makes it terminate the thread,
+          // and a thread terminated inside native inference (onnxruntime's session.run) aborts
+          // the whole process (`terminate called after throwing an instance of 'Napi::Error'`).
+          // An interrupted caller leaves instead; its task finishes and the result is dropped.
+          piscina.run({ kind, input }, runOptions?.transfer ? { transferList: [...runOptions.transfer] } : {}).then(
             (outcome) => {
               settled(true)
+              if (signal.aborted) return // the caller left; nobody wants the result
               if (outcome.ok) resume(Effect.succeed(outcome.value as A))
               else fail("TaskFailed", outcome.error.message, outcome.error)
             },
@@ -241,13 +240,10 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
       else if (lanes.size >= options.maxQueue) {
         return fail("QueueFull", `worker pool queue is full (${options.maxQueue} tasks waiting)`)
       } else lanes.push(priority, task)
-      // On interruption (after `signal` has aborted): a waiting task just leaves its lane; for a
-      // running one piscina rejects at once, and waiting for that means the slot is free when
-      // the interrupt returns (the old thread's exit is not awaited).
-      return Effect.suspend(() => {
-        lanes.remove(task)
-        return inFlight === undefined ? Effect.void : Effect.promise(() => inFlight!)
-      })
+      // On interruption (`signal` has aborted): a waiting task just leaves its lane; a running
+      // one keeps its thread until it ends (one task: a sentence, a speech segment, a VAD
+      // block), and the interrupt returns at once.
+      return Effect.sync(() => lanes.remove(task))
     })
   })
 

@@ -167,16 +167,19 @@ t.test("interrupting a queued task drops it before it runs", (t) =>
       t.notOk(events.seen("drop.queued"), "the interrupted task never ran")
     })))
 
-t.test("interrupting a running task stops its thread and the pool keeps serving", (t) =>
+t.test("interrupting a running task returns at once; the task finishes on its thread, which is never terminated", (t) =>
   withPool({ workers: 1, maxQueue: 4 }, (pool) =>
     Effect.gen(function*() {
-      const long = yield* forkNow(sleepTask(pool, "abort.long", 600_000))
-      const thread = yield* events.started("abort.long")
-      yield* Fiber.interrupt(long)
-      t.equal(pool.stats().running, 0, "the slot is free when the interrupt returns")
-      // The only thread was busy for 10 min: an answer means that task was stopped.
-      const pong = yield* safely("ping after abort", pool.ping)
-      t.not(pong.threadId, thread, "a replacement thread answers")
+      // Terminating a thread inside native inference (onnxruntime) aborts the whole process, so
+      // a running task is left to end and its result dropped.
+      const running = yield* forkNow(gateTask(pool, "leave.gate"))
+      const thread = yield* events.started("leave.gate")
+      yield* Fiber.interrupt(running)
+      t.equal(pool.stats().running, 1, "the interrupt returned while the task still holds its thread")
+      const next = yield* forkNow(pool.ping)
+      events.open("leave.gate")
+      const pong = yield* safely("ping after the task ended", Fiber.join(next))
+      t.equal(pong.threadId, thread, "the same thread answers: it was not terminated")
       t.match(pool.stats(), { threads: 1, running: 0, queueSize: 0 })
     })))
 
