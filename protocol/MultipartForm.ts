@@ -154,6 +154,9 @@ const parse = (ctx: RequestContext, options: MultipartOptions, temp: TempFiles):
       stream.pipe(out)
     })
     parser.on("fieldsLimit", () => fail(badRequest(`more than ${maxFields} fields`)))
+    // Past the part limit busboy ignores every later part without an error: say so, rather than
+    // answer as if the real file part had never been sent.
+    parser.on("partsLimit", () => fail(badRequest(`more than ${maxFields + 20} parts`)))
     parser.on("error", (e: Error) => fail(badRequest(`malformed multipart body: ${e.message}`)))
     parser.on("close", () => {
       closed = true

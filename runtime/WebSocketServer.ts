@@ -123,9 +123,11 @@ export const sessionFormat = (mode: SessionMode, value: string | undefined): Ses
  */
 export const inactivityTimeoutMs = (value: string | undefined, defaultMs: number): number => {
   if (value === undefined || value.trim() === "") return defaultMs
-  const seconds = Number(value)
-  if (!Number.isFinite(seconds) || seconds <= 0) {
-    throw badRequest(`inactivity_timeout must be a positive number of seconds (at most ${MAX_INACTIVITY_TIMEOUT_S}), got "${value}"`)
+  // Plain decimal seconds only (Number() would also take "0x10" and "1e-300"); at least 1 s, so a
+  // session cannot be asked to close the moment it opens.
+  const seconds = /^\s*\d+(\.\d+)?\s*$/.test(value) ? Number(value) : NaN
+  if (!(seconds >= 1)) {
+    throw badRequest(`inactivity_timeout must be a number of seconds from 1 (values over ${MAX_INACTIVITY_TIMEOUT_S} are taken as ${MAX_INACTIVITY_TIMEOUT_S}), got "${value.slice(0, 40)}"`)
   }
   return Math.round(Math.min(seconds, MAX_INACTIVITY_TIMEOUT_S) * 1000)
 }

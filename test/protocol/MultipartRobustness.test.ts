@@ -139,6 +139,21 @@ t.test("uploads cut right after a file part's header leave no empty file", async
   await stillServing(t, "40 cuts at a file's first bytes")
 })
 
+t.test("more parts than the limit: a 400 that says so, not a missing-file answer", async (t) => {
+  const parts: Array<Part> = [{ name: "model_id", body: "x" }]
+  for (let i = 0; i < 500; i++) parts.push({ name: "x", filename: "x.bin", body: "x" })
+  parts.push({ name: "file", filename: "a.wav", body: bytes(1000) })
+  const socketStatus = await raw({ path: "/api/v1/speech-to-text", body: encodeForm(parts) })
+  t.equal(socketStatus, 400)
+  const res = await fetch(`${service.base}/speech-to-text`, {
+    method: "POST",
+    headers: { "xi-api-key": user.apiKey, "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
+    body: encodeForm(parts)
+  })
+  t.match(await res.json(), { detail: { status: "invalid_request", message: /parts/ } }, "the message names the part limit")
+  await stillServing(t, "500 parts")
+})
+
 t.test("NUL bytes in multipart text fields are a 400, not a 500", async (t) => {
   const body = encodeForm([
     { name: "name", body: "evil\u0000name" },

@@ -116,7 +116,7 @@ t.test("inactivity_timeout (s) replaces the 60 s idle limit on both endpoints; b
     t.match(error, { error: { code: "idle_timeout", message: /no frame for 1 s/ } }, path)
     t.match(await ws.nextJson(), { close: 1011 }, path)
   }
-  for (const bad of ["0", "-5", "abc", "1e999"]) {
+  for (const bad of ["0", "-5", "abc", "1e999", "0.0001", "1e-300", "0x10", "0.5"]) {
     const r = await refusedWithKey(wsUrl("mari", "stream-input", `inactivity_timeout=${bad}`))
     t.equal(r.status, 400, bad)
     t.match(JSON.parse(r.body), { detail: { status: "invalid_request", message: /inactivity_timeout/ } }, bad)
