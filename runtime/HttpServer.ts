@@ -207,6 +207,13 @@ class Exchange {
       if (earlier !== undefined) this.repeated(k, earlier, v)
       headers[k] = v
     })
+    // Both credential headers, naming different keys: refused like a repeated one, rather than
+    // silently using one of them (a proxy's Basic authorization is not a second credential).
+    const key = headers["xi-api-key"]?.trim()
+    const bearer = key === undefined ? undefined : bearerToken(headers["authorization"])
+    if (key !== undefined && key !== "" && bearer !== undefined && bearer !== key) {
+      this.malformed ??= badRequest("xi-api-key and Authorization: Bearer name different credentials; send one", "invalid_request")
+    }
     this.requestId = validRequestId(headers["x-request-id"]) ?? nextRequestId()
     if (methodsWithBody.has(this.method)) {
       const lengthHeader = headers["content-length"]
@@ -349,16 +356,15 @@ const statusEffect = (status: number): Effect.Effect<number> => {
 
 const validRequestId = (v: string | undefined) => (v !== undefined && /^[\w.:-]{1,128}$/.test(v) ? v : undefined)
 
+/** The token of an `Authorization: Bearer <token>` value. */
+const bearerToken = (auth: string | undefined): string | undefined =>
+  auth === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1]
+
 /** Pulls the credential from `xi-api-key` or `Authorization: Bearer`. */
 export const presentedCredential = (headers: Readonly<Record<string, string>>): string | undefined => {
   const key = headers["xi-api-key"]
   if (key !== undefined && key.length > 0) return key.trim()
-  const auth = headers["authorization"]
-  if (auth !== undefined) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth)
-    if (m) return m[1]
-  }
-  return undefined
+  return bearerToken(headers["authorization"])
 }
 
 const authorize = <R>(route: Route<R>, headers: Readonly<Record<string, string>>, options: HttpServerOptions<R>) => {

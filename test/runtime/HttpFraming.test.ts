@@ -129,6 +129,18 @@ t.test("a repeated xi-api-key or Authorization header is refused, not last-wins"
   }
 })
 
+t.test("xi-api-key and Authorization: Bearer naming different keys are refused; the same key twice is fine", async (t) => {
+  const mixed = await converse(port, [get("/whoami", `xi-api-key: wrong\r\nauthorization: Bearer ${GOOD}\r\n`) + get("/hello")], { done: (text) => text.includes("hello") })
+  const { responses } = parseResponses(mixed.text, () => false)
+  t.equal(responses[0]?.status, 400, "two different credentials: 400, not one of them silently")
+  t.match(responses[0]?.body, /different credentials/)
+  t.equal(responses[1]?.status, 200, "the connection goes on")
+  const same = await converse(port, [get("/whoami", `xi-api-key: ${GOOD}\r\nauthorization: Bearer ${GOOD}\r\n`)], { done: (text) => text.includes("u1") })
+  t.equal(parseResponses(same.text, () => false).responses[0]?.status, 200, "the same key both ways is accepted")
+  const basic = await converse(port, [get("/whoami", `xi-api-key: ${GOOD}\r\nauthorization: Basic dXNlcjpwYXNz\r\n`)], { done: (text) => text.includes("u1") })
+  t.equal(parseResponses(basic.text, () => false).responses[0]?.status, 200, "a proxy's Basic authorization beside the key is not a second credential")
+})
+
 t.test("pipelining: quick answers come in order; behind a pending answer the connection closes", async (t) => {
   const quick = await converse(port, [get("/hello") + head("/hello") + get("/whoami", `xi-api-key: ${GOOD}\r\n`)], {
     done: (text) => text.includes("u1")
