@@ -6,41 +6,14 @@
  *
  * The real process entry runs as a child; requests are cut at many points of the pipeline.
  */
-import { spawn } from "node:child_process"
-import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
-import * as path from "node:path"
 import t from "tap"
 import { encodeWav } from "../../engines/audio/Wav.ts"
-import { isolatedDatabaseUrl } from "../support/database.ts"
+import { startServiceProcess } from "../support/serviceProcess.ts"
 
-const root = path.resolve(import.meta.dirname, "../..")
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "interrupt-native-"))
-t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }))
-const env: Record<string, string> = { ...process.env as Record<string, string>, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, WORKERS: "1", LOG_LEVEL: "info" }
-const pg = process.env.DATABASE_URL
-if (pg !== undefined && pg !== "") env.DATABASE_URL = await isolatedDatabaseUrl(t, pg)
-
-const child = spawn(process.execPath, ["--import", "tsx", "runtime/main.ts"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-let out = ""
-child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s))
-child.stderr.setEncoding("utf8").on("data", (s: string) => (out += s))
-t.teardown(() => {
-  if (child.exitCode === null) child.kill("SIGKILL")
-})
-for (let i = 0; i < 600 && !/"msg":"listening"/.test(out); i++) {
-  if (child.exitCode !== null) throw new Error(`the service exited before listening:\n${out.slice(-2000)}`)
-  await new Promise((r) => setTimeout(r, 100))
-}
-const siteUrl = JSON.parse(out.split("\n").find((l) => l.includes('"msg":"listening"'))!).siteUrl as string
-
-const apiKey = await new Promise<string>((resolve, reject) => {
-  const admin = spawn(process.execPath, ["--import", "tsx", "runtime/admin.ts", "create-user", "--name", "cut", "--credits", "1000000", "--json"], { cwd: root, env, stdio: ["ignore", "pipe", "inherit"] })
-  let text = ""
-  admin.stdout.setEncoding("utf8").on("data", (s: string) => (text += s))
-  admin.once("exit", (code) => (code === 0 ? resolve((JSON.parse(text.trim().split("\n").at(-1)!) as { api_key: string }).api_key) : reject(new Error(`admin exited ${code}`))))
-})
+const service = await startServiceProcess(t)
+const { child, siteUrl } = service
+const apiKey = await service.newKey(1_000_000)
 
 // 60 s of noise: the VAD pass over it takes long enough to be cut in the middle.
 let seed = 7
@@ -76,7 +49,7 @@ t.test("clients that give up mid-recognition never end the process", async (t) =
     await cutRequest(cutMs)
     await new Promise((r) => setTimeout(r, 1_000))
     if (child.exitCode !== null || child.signalCode !== null) {
-      t.fail(`the process ended after a client gave up at ${cutMs} ms: ${out.slice(-600)}`)
+      t.fail(`the process ended after a client gave up at ${cutMs} ms: ${service.output().slice(-600)}`)
       return
     }
   }
