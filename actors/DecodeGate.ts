@@ -1,12 +1,12 @@
 /**
  * The bound on media decodes running at once (each is an ffmpeg process, a core and a spill file
  * being written): `permits` run, up to `maxWaiting` more wait in arrival order, and a request
- * past that fails at once with PoolError `QueueFull` (HTTP 503 `server_busy`, which the SDKs
+ * past that fails at once with EngineError `QueueFull` (HTTP 503 `server_busy`, which the SDKs
  * retry) instead of queueing without bound. A waiter that is interrupted (client gone) leaves
  * the queue. Counts are published after every change for the metrics.
  */
 import { Effect, Semaphore } from "effect"
-import { PoolError } from "../runtime/WorkerPool.ts"
+import { EngineError } from "../engines/Inference.ts"
 
 export interface DecodeGateStats {
   readonly active: number
@@ -16,7 +16,7 @@ export interface DecodeGateStats {
 }
 
 export interface DecodeGate {
-  readonly run: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | PoolError, R>
+  readonly run: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | EngineError, R>
   readonly stats: () => DecodeGateStats
 }
 
@@ -35,12 +35,12 @@ export const makeDecodeGate = (options: {
   const stats = (): DecodeGateStats => ({ active, waiting, peakActive })
   const publish = Effect.suspend(() => options.publish?.(stats()) ?? Effect.void)
 
-  const run = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | PoolError, R> =>
-    Effect.suspend((): Effect.Effect<A, E | PoolError, R> => {
+  const run = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E | EngineError, R> =>
+    Effect.suspend((): Effect.Effect<A, E | EngineError, R> => {
       if (active + waiting >= options.permits + options.maxWaiting) {
         return Effect.andThen(
           options.refused ?? Effect.void,
-          Effect.fail(new PoolError({
+          Effect.fail(new EngineError({
             reason: "QueueFull",
             kind: "stt.decode",
             message: `too many speech-to-text files are being decoded (${active} running, ${waiting} waiting); retry shortly`

@@ -8,9 +8,9 @@ import { Effect, Layer } from "effect"
 import { assignWords, diarizationWindows, diarize } from "../engines/speaker/Diarizer.ts"
 import { HOP_SAMPLES } from "../engines/speaker/FrameFeatures.ts"
 import type { SpeakerEmbedInput, SpeakerEmbedOutput } from "../engines/speaker/tasks.ts"
-import { WorkerPool } from "../runtime/WorkerPool.ts"
+import { Inference } from "../engines/Inference.ts"
 import { SpeakerLabeller } from "./Transcription.ts"
-import { transcriptionFromPool } from "./TranscriptionError.ts"
+import { transcriptionFromEngine } from "./TranscriptionError.ts"
 
 const SAMPLE_RATE = 16000
 
@@ -44,7 +44,7 @@ const groupBySegment = (
 export const SpeakerLabellerLive = Layer.effect(
   SpeakerLabeller,
   Effect.gen(function*() {
-    const pool = yield* WorkerPool
+    const pool = yield* Inference
     return SpeakerLabeller.of({
       label: Effect.fn("SpeakerLabeller.label")(function*(audio, segments, words, numSpeakers) {
         const windows = diarizationWindows(segments)
@@ -60,14 +60,14 @@ export const SpeakerLabellerLive = Layer.effect(
             const from = Math.floor(Math.floor((g.startMs * SAMPLE_RATE) / 1000) / HOP_SAMPLES) * HOP_SAMPLES
             const to = Math.min(audio.samples, Math.ceil((g.endMs * SAMPLE_RATE) / 1000))
             const pcm = yield* audio.read(from, to)
-            const embedded = yield* pool.run<SpeakerEmbedOutput>("speaker.embed", {
+            const embedded = yield* pool.run("speaker.embed", {
               pcm,
               windows: g.members.map((i) => windows[i]!),
               offsetMs: (from * 1000) / SAMPLE_RATE
             } satisfies SpeakerEmbedInput, {
               priority: "batch",
               transfer: [pcm.buffer as ArrayBuffer]
-            }).pipe(Effect.mapError(transcriptionFromPool))
+            }).pipe(Effect.mapError(transcriptionFromEngine))
             g.members.forEach((i, k) => {
               embeddings[i] = embedded.embeddings[k]!
             })

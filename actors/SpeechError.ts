@@ -1,10 +1,10 @@
 /**
  * The error of the speech actors, with a reason per condition. Engine failures cross the worker
- * boundary as `PoolError` TaskFailed carrying the engine's reason; `fromPool` turns those back
+ * boundary as `EngineError` TaskFailed carrying the engine's reason; `fromEngine` turns those back
  * into this error so the edge can answer 400/404/502 precisely.
  */
 import { Data } from "effect"
-import type { PoolError } from "../runtime/WorkerPool.ts"
+import type { EngineError } from "../engines/Inference.ts"
 
 export type SpeechErrorReason =
   | "VoiceNotFound" // unknown preset or clone (404)
@@ -22,7 +22,7 @@ export class SpeechError extends Data.TaggedError("SpeechError")<{
 const engineReasons = new Set<string>(["VoiceNotFound", "InvalidRequest", "EngineFailed", "EngineUnavailable"])
 
 /** A pool failure as the speech error it stands for; queue and shutdown errors pass through. */
-export const fromPool = (e: PoolError): SpeechError | PoolError => {
+export const fromEngine = (e: EngineError): SpeechError | EngineError => {
   if (e.reason === "TaskFailed" && e.failure?.reason !== undefined && engineReasons.has(e.failure.reason)) {
     return new SpeechError({ reason: e.failure.reason as SpeechErrorReason, message: e.failure.message })
   }

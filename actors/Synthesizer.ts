@@ -10,11 +10,11 @@ import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
 import type { ExpressiveInput } from "../engines/tts/expressiveTasks.ts"
 import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
-import { type Priority, type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
+import { type Priority, type EngineError, Inference } from "../engines/Inference.ts"
 import type { ClonePlan } from "../engines/clone/CloneVoice.ts"
 import type { CloneSynthesizeInput } from "../engines/clone/tasks.ts"
 import { VoiceClones } from "../storage/VoiceClones.ts"
-import { fromPool, SpeechError } from "./SpeechError.ts"
+import { fromEngine, SpeechError } from "./SpeechError.ts"
 
 export interface ResolvedVoice {
   readonly voiceId: string
@@ -57,9 +57,9 @@ export class Synthesizer extends Context.Service<Synthesizer, {
    * anyone else's clone is VoiceNotFound, like an unknown id.
    */
   readonly resolveVoice: (voiceId: string, userId?: string | null) => Effect.Effect<ResolvedVoice, SpeechError>
-  readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
+  readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
   /** Task `tts.expressive`: the same output as `synthesize`, rendered with the tags' prosody and effects. */
-  readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | PoolError>
+  readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
 }>()("speech/actors/Synthesizer") {}
 
 /** Pool tasks started by `synthesize` / `synthesizeExpressive` (what tests count to see caching work). */
@@ -71,7 +71,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
   Layer.effect(
     Synthesizer,
     Effect.gen(function*() {
-      const pool = yield* WorkerPool
+      const pool = yield* Inference
       const clones = yield* Effect.serviceOption(VoiceClones)
       const voices: Array<PresetVoice> = [...PRESET_VOICES]
       if (options.piperDirectory !== undefined) {
@@ -108,7 +108,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         const plan = request.voice.clonePlan
         if (plan !== undefined) {
           const cloneInput: CloneSynthesizeInput = { text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate }
-          return yield* pool.run<SynthesizeOutput>("clone.synthesize", cloneInput, { priority: request.priority }).pipe(Effect.mapError(fromPool))
+          return yield* pool.run("clone.synthesize", cloneInput, { priority: request.priority }).pipe(Effect.mapError(fromEngine))
         }
         const input: SynthesizeInput = {
           text: request.text,
@@ -117,8 +117,8 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           sampleRate: request.sampleRate,
           ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
         }
-        return yield* pool.run<SynthesizeOutput>("tts.synthesize", input, { priority: request.priority }).pipe(
-          Effect.mapError(fromPool)
+        return yield* pool.run("tts.synthesize", input, { priority: request.priority }).pipe(
+          Effect.mapError(fromEngine)
         )
       })
       const synthesizeExpressive = Effect.fn("Synthesizer.synthesizeExpressive")(function*(request: ExpressiveSynthesisRequest) {
@@ -130,8 +130,8 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           sampleRate: request.sampleRate,
           ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
         }
-        return yield* pool.run<SynthesizeOutput>("tts.expressive", input, { priority: request.priority }).pipe(
-          Effect.mapError(fromPool)
+        return yield* pool.run("tts.expressive", input, { priority: request.priority }).pipe(
+          Effect.mapError(fromEngine)
         )
       })
       return { voices, findVoice, resolveVoice, synthesize, synthesizeExpressive }

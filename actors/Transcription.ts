@@ -33,12 +33,12 @@ import { speechSegments, type SpeechSegment } from "../engines/vad/SpeechSegment
 import type { VadProbabilitiesInput, VadProbabilitiesOutput } from "../engines/vad/tasks.ts"
 import type { VadCarry } from "../engines/vad/SileroVad.ts"
 import { sttMetrics } from "../runtime/Metrics.ts"
-import type { PoolError } from "../runtime/WorkerPool.ts"
-import { WorkerPool } from "../runtime/WorkerPool.ts"
+import type { EngineError } from "../engines/Inference.ts"
+import { Inference } from "../engines/Inference.ts"
 import { Accounts, AccountsError } from "../storage/Accounts.ts"
 import { makeDecodeGate } from "./DecodeGate.ts"
 import type { TimedWord } from "./Transcript.ts"
-import { TranscriptionError, transcriptionFromMedia, transcriptionFromPool } from "./TranscriptionError.ts"
+import { TranscriptionError, transcriptionFromMedia, transcriptionFromEngine } from "./TranscriptionError.ts"
 
 export interface TranscribeOptions {
   /** ISO 639-1 requested by the caller; undefined lets the engine answer its language. */
@@ -75,7 +75,7 @@ export class SpeakerLabeller extends Context.Service<SpeakerLabeller, {
     segments: ReadonlyArray<{ startMs: number; endMs: number }>,
     words: ReadonlyArray<TimedWord>,
     numSpeakers: number | undefined
-  ) => Effect.Effect<ReadonlyArray<TimedWord>, TranscriptionError | PoolError>
+  ) => Effect.Effect<ReadonlyArray<TimedWord>, TranscriptionError | EngineError>
 }>()("speech/actors/SpeakerLabeller") {}
 
 export class Transcriber extends Context.Service<Transcriber, {
@@ -111,7 +111,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
   Layer.effect(
     Transcriber,
     Effect.gen(function*() {
-      const pool = yield* WorkerPool
+      const pool = yield* Inference
       const accounts = yield* Accounts
       const labeller = yield* Effect.serviceOption(SpeakerLabeller)
 
@@ -199,7 +199,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
               const to = Math.min(pcm.samples, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
               const samples = yield* pcm.read(from, to)
               const input: RecognizeInput = { pcm: samples, sampleOffset: from, ...(request.language !== undefined ? { language: request.language } : {}) }
-              return yield* pool.run<RecognizeOutput>("asr.recognize", input, { priority: "batch", transfer: [samples.buffer as ArrayBuffer] })
+              return yield* pool.run("asr.recognize", input, { priority: "batch", transfer: [samples.buffer as ArrayBuffer] })
             }), { concurrency: options.concurrency })
           const asrMs = performance.now() - asrStarted
           let words: ReadonlyArray<TimedWord> = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs)
@@ -231,7 +231,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
           } satisfies TranscriptionResult
         })
         const result = yield* recognise.pipe(
-          Effect.mapError((e) => (e instanceof TranscriptionError ? e : (e as { _tag?: string })._tag === "PoolError" ? transcriptionFromPool(e as PoolError) : e))
+          Effect.mapError((e) => (e instanceof TranscriptionError ? e : (e as { _tag?: string })._tag === "EngineError" ? transcriptionFromEngine(e as EngineError) : e))
         )
         charged = seconds
         return result
@@ -250,7 +250,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
           for (let from = 0; from < pcm.samples; from += VAD_BLOCK_SAMPLES) {
             const block = yield* pcm.read(from, Math.min(pcm.samples, from + VAD_BLOCK_SAMPLES))
             const moved = [block.buffer as ArrayBuffer, ...(carry !== undefined ? [carry.state.buffer as ArrayBuffer, carry.context.buffer as ArrayBuffer] : [])]
-            const out = yield* pool.run<VadProbabilitiesOutput>("vad.probabilities", { pcm: block, ...(carry !== undefined ? { carry } : {}) } satisfies VadProbabilitiesInput, {
+            const out = yield* pool.run("vad.probabilities", { pcm: block, ...(carry !== undefined ? { carry } : {}) } satisfies VadProbabilitiesInput, {
               priority: "batch",
               transfer: moved
             })

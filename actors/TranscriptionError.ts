@@ -3,7 +3,7 @@
  * status (415 not media, 400 damaged or unsupported, 502 engine trouble).
  */
 import { Data } from "effect"
-import type { PoolError } from "../runtime/WorkerPool.ts"
+import type { EngineError } from "../engines/Inference.ts"
 
 export type TranscriptionErrorReason =
   | "NotMedia" // the bytes are not audio or video (415)
@@ -22,7 +22,7 @@ export class TranscriptionError extends Data.TaggedError("TranscriptionError")<{
 const reasons = new Set<string>(["NotMedia", "Damaged", "NoAudio", "TooLong", "UnsupportedLanguage", "EngineUnavailable", "EngineFailed"])
 
 /** A worker failure (AsrError/VadError by name and reason) as a TranscriptionError. */
-export const transcriptionFromPool = (e: PoolError): TranscriptionError | PoolError => {
+export const transcriptionFromEngine = (e: EngineError): TranscriptionError | EngineError => {
   if (e.reason === "TaskFailed" || e.reason === "WorkerCrashed") {
     const reason = e.failure?.reason
     return new TranscriptionError({

@@ -14,12 +14,12 @@ import type { CloneAnalyzeInput, CloneAnalyzeOutput } from "../engines/clone/tas
 import { decodeMedia } from "../engines/media/MediaDecoder.ts"
 import { presetsForLanguage, resolveLanguage } from "../engines/tts/Voices.ts"
 import type { VadSegmentsInput, VadSegmentsOutput } from "../engines/vad/tasks.ts"
-import { type PoolError, WorkerPool } from "../runtime/WorkerPool.ts"
+import { type EngineError, Inference } from "../engines/Inference.ts"
 import { BlobStore } from "../storage/BlobStore.ts"
 import { type CloneChanges, newCloneId, type VoiceCloneRow, VoiceClones, VoiceClonesError } from "../storage/VoiceClones.ts"
 import { languageOfText, soundsEnglish } from "./CloneLanguage.ts"
 import { previewSentence } from "./Synthesizer.ts"
-import { transcriptionFromMedia, transcriptionFromPool } from "./TranscriptionError.ts"
+import { transcriptionFromMedia, transcriptionFromEngine } from "./TranscriptionError.ts"
 
 /** SPEC 8: speech in the sample, measured by voice activity. */
 export const MIN_SPEECH_MS = 6_000
@@ -138,12 +138,12 @@ const storedProfile = (analysis: CloneAnalyzeOutput) =>
   ({ profile: analysis.profile, plan: analysis.plan, candidates: analysis.candidates.slice(0, 5), dropped: analysis.dropped })
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1)
-const mapPool = (e: PoolError) => transcriptionFromPool(e)
+const mapPool = (e: EngineError) => transcriptionFromEngine(e)
 
 export const VoiceCloningLive = Layer.effect(
   VoiceCloning,
   Effect.gen(function*() {
-    const pool = yield* WorkerPool
+    const pool = yield* Inference
     const blobs = yield* BlobStore
     const clones = yield* VoiceClones
     const previews = new PreviewCache(MAX_CACHED_PREVIEWS)
@@ -164,7 +164,7 @@ export const VoiceCloningLive = Layer.effect(
         catch: transcriptionFromMedia
       })
       const vadCopy = audio.pcm.slice()
-      const vad = yield* pool.run<VadSegmentsOutput>("vad.segments", { pcm: vadCopy } satisfies VadSegmentsInput, {
+      const vad = yield* pool.run("vad.segments", { pcm: vadCopy } satisfies VadSegmentsInput, {
         priority: "batch",
         transfer: [vadCopy.buffer as ArrayBuffer]
       }).pipe(Effect.mapError(mapPool))
@@ -193,7 +193,7 @@ export const VoiceCloningLive = Layer.effect(
           const to = Math.min(audio.pcm.length, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
           const pcm = audio.pcm.slice(from, to)
           const input: RecognizeInput = { pcm, sampleOffset: from, language: "en" }
-          return pool.run<RecognizeOutput>("asr.recognize", input, { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] })
+          return pool.run("asr.recognize", input, { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] })
         }, { concurrency: 2 }).pipe(
           // A transcript only helps the analysis; without one the clone is still made.
           Effect.catch((e) => Effect.logWarning("clone sample not transcribed", { cause: String(e) }).pipe(Effect.as([] as Array<RecognizeOutput>)))
@@ -207,7 +207,7 @@ export const VoiceCloningLive = Layer.effect(
       language ??= hints.map(languageOfText).find((l) => l !== undefined) ?? DEFAULT_LANGUAGE
 
       const pcm = audio.pcm.slice()
-      const analysis = yield* pool.run<CloneAnalyzeOutput>(
+      const analysis = yield* pool.run(
         "clone.analyze",
         { pcm, segments: vad.segments, language, refText } satisfies CloneAnalyzeInput,
         { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] }

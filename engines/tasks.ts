@@ -26,8 +26,9 @@ export const defineTasks = <const T extends TaskRegistry>(tasks: T): T => tasks
 
 export type TaskInput<R extends TaskRegistry, K extends keyof R> = Parameters<R[K]>[0]
 /** The value `WorkerPool.run` succeeds with: a `Transfer` arrives as its `value`. */
-export type TaskOutput<R extends TaskRegistry, K extends keyof R> = Awaited<ReturnType<R[K]>> extends
-  Transfer<infer A> ? A : Awaited<ReturnType<R[K]>>
+export type TaskOutput<R extends TaskRegistry, K extends keyof R> = Unwrapped<Awaited<ReturnType<R[K]>>>
+/** Distributes over a union, so a handler that returns `Transfer<A> | A` yields `A`. */
+type Unwrapped<T> = T extends Transfer<infer A> ? A : T
 
 /**
  * A result whose buffers move to the main thread instead of being copied (for audio: a 10 min

@@ -36,6 +36,7 @@ import { Router } from "./Router.ts"
 import { tmpPurgeLayer } from "./TmpPurge.ts"
 import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
+import { Inference } from "../engines/Inference.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
@@ -93,7 +94,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
 export const startServer = Effect.gen(function*() {
   const config = yield* AppConfig
   const accounts = yield* Accounts
-  const pool = yield* WorkerPool
+  const pool = yield* Inference
   const sql = yield* SqlClient
   const database = yield* Database
   const context = yield* Effect.context<never>()

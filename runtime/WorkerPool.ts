@@ -12,52 +12,11 @@
  * custom `taskQueue` and `maxQueue` (so the bound and the priority would silently not apply), and
  * undistributed tasks are re-queued at the tail, so even its own queue is not FIFO.
  */
-import { Context, Data, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
+import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
 import type { TaskFailure, TaskOutcome, TaskRequest } from "../engines/tasks.ts"
-
-export type PoolErrorReason = "QueueFull" | "TaskFailed" | "WorkerCrashed" | "Closed"
-
-/**
- * `QueueFull`: `maxQueue` tasks already wait (HTTP 503). `TaskFailed`: the handler threw;
- * `failure` carries the worker-side name, reason and message, never a stack. `WorkerCrashed`:
- * the thread died under the task (uncaught error, exit, out of memory). `Closed`: the pool is
- * shutting down.
- */
-export class PoolError extends Data.TaggedError("PoolError")<{
-  readonly reason: PoolErrorReason
-  readonly kind: string
-  readonly message: string
-  readonly failure?: TaskFailure
-}> {
-  get isRetryable(): boolean {
-    return this.reason === "QueueFull" || this.reason === "WorkerCrashed"
-  }
-}
-
-export type Priority = "realtime" | "batch"
-
-export interface RunOptions {
-  /** Realtime tasks (live sessions, streamed segments) leave the queue before any batch task. Default batch. */
-  readonly priority?: Priority
-  /**
-   * Buffers inside `input` to move to the worker instead of copying. Ownership passes at the
-   * call: they are detached once the task is dispatched, which may be later if it waits.
-   */
-  readonly transfer?: ReadonlyArray<ArrayBuffer>
-}
-
-export interface PoolStats {
-  /** Live worker threads. */
-  readonly threads: number
-  /** Tasks waiting for a thread. */
-  readonly queueSize: number
-  /** Tasks on a thread now. */
-  readonly running: number
-  /** Tasks that ran to an outcome (success or TaskFailed) since start. */
-  readonly completed: number
-}
 
 export interface WorkerPoolOptions {
   /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */
@@ -73,30 +32,24 @@ export interface WorkerPoolOptions {
   readonly idleTimeoutMs?: number
 }
 
-export class WorkerPool extends Context.Service<WorkerPool, {
-  /**
-   * Runs a task of `kind` on a worker thread. Interrupting the calling fiber cancels it: a
-   * waiting task is dropped at once; a running one is left to finish and its result dropped
-   * (the caller returns at once, the thread stays busy until then). Threads are never
-   * terminated under a task: one terminated inside native inference aborts the process.
-   */
-  readonly run: <A>(kind: string, input: unknown, options?: RunOptions) => Effect.Effect<A, PoolError>
-  /**
-   * Round trip through a worker thread, for readiness. Put a timeout on it: if replacement
-   * threads cannot start, piscina stops spawning them and waiting tasks never run.
-   */
-  readonly ping: Effect.Effect<{ readonly pid: number; readonly threadId: number }, PoolError>
-  /**
-   * Readiness ("can serve"), not load: a busy pool is ready as long as it makes progress (a task
-   * finished within `STALL_MS`); an idle one is pinged. Queueing a ping behind a full queue
-   * would call a loaded pool unready, and a load balancer would drop the instance exactly under
-   * load; how busy it is, is what the queue-depth metric says.
-   */
-  readonly ready: Effect.Effect<void, PoolError>
+/**
+ * The pool before it is typed by a registry: `run` takes any kind, so tests can serve a fixture
+ * task module. Production code sees it only as `Inference`, through `WorkerPool.layer`.
+ */
+export interface WorkerPoolService {
+  readonly run: <A = unknown>(kind: string, input: unknown, options?: RunOptions) => Effect.Effect<A, EngineError>
+  readonly ping: Inference["Service"]["ping"]
+  readonly ready: Inference["Service"]["ready"]
   readonly stats: () => PoolStats
-}>()("speech/runtime/WorkerPool") {
-  /** The pool for the life of the layer's scope; see `make`. */
-  static readonly layer = (options: WorkerPoolOptions) => Layer.effect(WorkerPool, make(options))
+}
+
+export const WorkerPool = {
+  /** The pool for the life of the layer's scope, as the `Inference` service; see `make`. */
+  layer: (options: WorkerPoolOptions): Layer.Layer<Inference, EngineError> =>
+    // The registry's types are the worker module's own (`engines/worker.ts`), which the pool
+    // serves unless a test names another module; a kind it lacks fails as TaskFailed UnknownKind.
+    Layer.effect(Inference, Effect.map(makeWorkerPool(options), (pool) => Inference.of(pool as unknown as Inference["Service"]))),
+  make: (options: WorkerPoolOptions) => makeWorkerPool(options)
 }
 
 /** A busy pool with no task finished for this long is stuck, not busy, ms (longest tasks: ~20 s). */
@@ -142,7 +95,7 @@ class Lanes {
  * the scope refuses new tasks, fails waiting ones with Closed, lets running ones finish
  * (interrupted callers have already aborted theirs) and then ends the threads.
  */
-const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
+export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
   const taskModule = options.filename === undefined
     ? defaultTaskModule
     : options.filename.startsWith("file:") ? options.filename : pathToFileURL(options.filename).href
@@ -200,12 +153,12 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
     kind: string,
     input: unknown,
     runOptions?: RunOptions
-  ): Effect.fn.Return<A, PoolError> {
+  ): Effect.fn.Return<A, EngineError> {
     const priority = runOptions?.priority ?? "batch"
     yield* Effect.annotateCurrentSpan({ kind, priority })
-    return yield* Effect.callback<A, PoolError>((resume, signal) => {
-      const fail = (reason: PoolErrorReason, message: string, failure?: TaskFailure) =>
-        resume(Effect.fail(new PoolError({ reason, kind, message, ...(failure ? { failure } : {}) })))
+    return yield* Effect.callback<A, EngineError>((resume, signal) => {
+      const fail = (reason: EngineErrorReason, message: string, failure?: TaskFailure) =>
+        resume(Effect.fail(new EngineError({ reason, kind, message, ...(failure ? { failure } : {}) })))
 
       const task: Waiting = {
         start: () => {
@@ -254,8 +207,8 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
   // The first task goes to a thread piscina already counts as ready, so this fails, not hangs.
   yield* ping
 
-  const ready = Effect.suspend((): Effect.Effect<void, PoolError> => {
-    const fail = (reason: PoolErrorReason, message: string) => Effect.fail(new PoolError({ reason, kind: "pool.ready", message }))
+  const ready = Effect.suspend((): Effect.Effect<void, EngineError> => {
+    const fail = (reason: EngineErrorReason, message: string) => Effect.fail(new EngineError({ reason, kind: "pool.ready", message }))
     if (closed) return fail("Closed", "worker pool closed")
     if (piscina.threads.length === 0) return fail("WorkerCrashed", "no worker thread is alive")
     if (running === 0 && lanes.size === 0) return Effect.asVoid(ping)
@@ -263,7 +216,7 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
     return idleMs <= STALL_MS ? Effect.void : fail("WorkerCrashed", `busy, but no task has finished for ${Math.round(idleMs / 1000)} s`)
   })
 
-  return WorkerPool.of({
+  const service: WorkerPoolService = {
     run,
     ping,
     ready,
@@ -274,5 +227,6 @@ const make = Effect.fnUntraced(function*(options: WorkerPoolOptions) {
       running,
       completed
     })
-  })
+  }
+  return service
 })

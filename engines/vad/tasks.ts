@@ -11,7 +11,7 @@
  * streamed in blocks gets the probabilities one call over the whole of it would give; the caller
  * turns them into segments with `speechSegments`. Blocks are whole frames but the last.
  */
-import { defineTasks, perThread, TaskError, transfer } from "../tasks.ts"
+import { defineTasks, perThread, TaskError, type Transfer, transfer } from "../tasks.ts"
 import { SileroVad, VAD_FRAME_MS, VAD_SAMPLE_RATE, VadError, type VadCarry } from "./SileroVad.ts"
 import type { SpeechSegment, VadOptions } from "./SpeechSegments.ts"
 
@@ -63,7 +63,7 @@ const loadSilero = async (): Promise<SileroVad> => {
 }
 
 export const vadTasks = defineTasks({
-  "vad.segments": async (input: VadSegmentsInput) => {
+  "vad.segments": async (input: VadSegmentsInput): Promise<VadSegmentsOutput | Transfer<VadSegmentsOutput>> => {
     if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
     const sampleOffset = input.sampleOffset ?? 0
     if (!Number.isInteger(sampleOffset) || sampleOffset < 0) throw new TaskError("InvalidInput", `bad sampleOffset ${sampleOffset}`, "VadError")
@@ -84,7 +84,7 @@ export const vadTasks = defineTasks({
     const output: VadSegmentsOutput = { ...base, probabilities: result.probabilities }
     return transfer(output, [result.probabilities.buffer as ArrayBuffer])
   },
-  "vad.probabilities": async (input: VadProbabilitiesInput) => {
+  "vad.probabilities": async (input: VadProbabilitiesInput): Promise<Transfer<VadProbabilitiesOutput>> => {
     if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
     const vad = await loadSilero()
     const started = performance.now()

@@ -1,6 +1,6 @@
 /**
  * The decode gate (actors/DecodeGate.ts): `permits` run, `maxWaiting` wait, the next one is
- * refused at once with PoolError QueueFull (503 server_busy); an interrupted waiter leaves the
+ * refused at once with EngineError QueueFull (503 server_busy); an interrupted waiter leaves the
  * queue; the counts go back to zero. The "work" is a Deferred the test completes, so nothing here
  * depends on timing.
  */
@@ -32,7 +32,7 @@ t.test("permits run, maxWaiting wait, the next is refused with QueueFull", async
     const c = yield* Effect.exit(job("c"))
     t.ok(Exit.isFailure(c), "the third is refused")
     const error = Exit.isFailure(c) ? (c.cause.reasons[0] as { error?: { _tag?: string; reason?: string } })?.error : undefined
-    t.match(error, { _tag: "PoolError", reason: "QueueFull" })
+    t.match(error, { _tag: "EngineError", reason: "QueueFull" })
     t.equal(refused, 1)
     t.same(order, ["a start"], "b waits while a runs")
     yield* Deferred.succeed(release, undefined)

@@ -10,6 +10,7 @@ import * as path from "node:path"
 import t from "tap"
 import { Transcriber, TranscriberLive } from "../../actors/Transcription.ts"
 import { WorkerPool } from "../../runtime/WorkerPool.ts"
+import { Inference } from "../../engines/Inference.ts"
 import { Accounts, accountsLayer } from "../../storage/Accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 

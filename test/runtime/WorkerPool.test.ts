@@ -3,10 +3,11 @@
  * tsx bootstrap. Assertions are on order and events (tasks announce their start on a
  * BroadcastChannel), never on durations; timeouts are only a safety net for a hang.
  */
-import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Effect, Exit, Fiber, Scope } from "effect"
 import t from "tap"
 import { threadId as mainThreadId } from "node:worker_threads"
-import { WorkerPool, type PoolError, type PoolStats, type WorkerPoolOptions } from "../../runtime/WorkerPool.ts"
+import { WorkerPool, type WorkerPoolOptions, type WorkerPoolService } from "../../runtime/WorkerPool.ts"
+import { type EngineError, Inference, type PoolStats } from "../../engines/Inference.ts"
 import { channelName, type PoolTestEvent } from "../fixtures/poolTestTasks.ts"
 
 const fixture = new URL("../fixtures/poolTestTasks.ts", import.meta.url).href
@@ -53,20 +54,21 @@ t.teardown(() => events.close())
 const safely = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(Effect.timeoutOrElse({ duration: "120 seconds", orElse: () => Effect.die(new Error(`timed out waiting for ${what}`)) }))
 
-const withPool = <A, E>(options: Omit<WorkerPoolOptions, "filename">, body: (pool: WorkerPool["Service"]) => Effect.Effect<A, E>) =>
-  Effect.runPromise(Effect.gen(function*() {
-    return yield* body(yield* WorkerPool)
-  }).pipe(Effect.provide(WorkerPool.layer({ filename: fixture, ...options }))))
+/** The untyped pool (the fixture's kinds are not the production registry's), in its own scope. */
+const withPool = <A, E>(options: Omit<WorkerPoolOptions, "filename">, body: (pool: WorkerPoolService) => Effect.Effect<A, E>) =>
+  Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    return yield* body(yield* WorkerPool.make({ filename: fixture, ...options }))
+  })))
 
-const statsReach = (pool: WorkerPool["Service"], what: string, ok: (s: PoolStats) => boolean) =>
+const statsReach = (pool: WorkerPoolService, what: string, ok: (s: PoolStats) => boolean) =>
   safely(what, Effect.gen(function*() {
     while (!ok(pool.stats())) yield* Effect.sleep("5 millis")
   }))
 
 type Run = { id: string; threadId: number }
-const sleepTask = (pool: WorkerPool["Service"], id: string, ms = 0, priority?: "realtime" | "batch") =>
+const sleepTask = (pool: WorkerPoolService, id: string, ms = 0, priority?: "realtime" | "batch") =>
   pool.run<Run>("test.sleep", { id, ms }, priority ? { priority } : {})
-const gateTask = (pool: WorkerPool["Service"], id: string) => pool.run<Run>("test.gate", { id })
+const gateTask = (pool: WorkerPoolService, id: string) => pool.run<Run>("test.gate", { id })
 const forkNow = <A, E>(effect: Effect.Effect<A, E>) => Effect.forkChild(effect, { startImmediately: true })
 
 t.test("ping round-trips through a worker thread", (t) =>
@@ -107,7 +109,7 @@ t.test("a full queue fails fast with QueueFull", (t) =>
       const waiting = [yield* forkNow(sleepTask(pool, "full.1")), yield* forkNow(sleepTask(pool, "full.2", 0, "realtime"))]
       yield* statsReach(pool, "two queued tasks", (s) => s.queueSize === 2)
       const error = yield* Effect.flip(sleepTask(pool, "full.3"))
-      t.match(error, { _tag: "PoolError", reason: "QueueFull", kind: "test.sleep" })
+      t.match(error, { _tag: "EngineError", reason: "QueueFull", kind: "test.sleep" })
       t.equal(error.isRetryable, true)
       events.open("full.gate")
       yield* safely("queued tasks", Fiber.join(gate))
@@ -187,7 +189,7 @@ t.test("failures carry their reason", (t) =>
   withPool({ workers: 1, maxQueue: 4 }, (pool) =>
     Effect.gen(function*() {
       const failed = yield* Effect.flip(pool.run("test.fail", { reason: "VoiceNotFound" }))
-      t.match(failed, { _tag: "PoolError", reason: "TaskFailed", kind: "test.fail", message: "fixture failed with VoiceNotFound" })
+      t.match(failed, { _tag: "EngineError", reason: "TaskFailed", kind: "test.fail", message: "fixture failed with VoiceNotFound" })
       t.same(failed.failure, { name: "FixtureError", reason: "VoiceNotFound", message: "fixture failed with VoiceNotFound" }, "no stack crosses")
       t.equal(failed.isRetryable, false)
 
@@ -197,7 +199,7 @@ t.test("failures carry their reason", (t) =>
       const uncloneable = yield* Effect.flip(pool.run("test.sleep", { id: "x", ms: 0, f: () => 1 }))
       t.match(uncloneable, { reason: "TaskFailed", failure: { name: "DataCloneError", reason: "InputNotCloneable" } })
 
-      const crashed: PoolError = yield* Effect.flip(safely("crash", pool.run("test.crash", null)))
+      const crashed: EngineError = yield* Effect.flip(safely("crash", pool.run("test.crash", null)))
       t.match(crashed, { reason: "WorkerCrashed", kind: "test.crash" })
       t.equal(crashed.isRetryable, true)
       yield* safely("ping after crash", pool.ping)
@@ -206,15 +208,14 @@ t.test("failures carry their reason", (t) =>
 t.test("a task module that cannot load fails the layer instead of hanging tasks", (t) =>
   Effect.runPromise(Effect.gen(function*() {
     const missing = new URL("../fixtures/doesNotExist.ts", import.meta.url).href
-    const error = yield* safely("layer", Effect.flip(Effect.provide(WorkerPool.use((pool) => pool.ping), WorkerPool.layer({ filename: missing, workers: 1, maxQueue: 4 }))))
-    t.match(error, { _tag: "PoolError", reason: "WorkerCrashed" })
+    const error = yield* safely("layer", Effect.flip(Effect.provide(Inference.use((pool) => pool.ping), WorkerPool.layer({ filename: missing, workers: 1, maxQueue: 4 }))))
+    t.match(error, { _tag: "EngineError", reason: "WorkerCrashed" })
   })))
 
 t.test("closing the layer's scope drains the pool", (t) =>
   Effect.runPromise(Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const context = yield* Layer.buildWithScope(WorkerPool.layer({ filename: fixture, workers: 1, maxQueue: 4 }), scope)
-    const pool = Context.get(context, WorkerPool)
+    const pool = yield* WorkerPool.make({ filename: fixture, workers: 1, maxQueue: 4 }).pipe(Scope.provide(scope))
     const running = yield* forkNow(gateTask(pool, "close.running"))
     yield* events.started("close.running")
     const queued = yield* forkNow(sleepTask(pool, "close.queued"))

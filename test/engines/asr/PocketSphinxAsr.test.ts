@@ -14,6 +14,7 @@ import { asrTasks, type RecognizeOutput } from "../../../engines/asr/tasks.ts"
 import type { VadSegmentsOutput } from "../../../engines/vad/tasks.ts"
 import type { TaskContext } from "../../../engines/tasks.ts"
 import { WorkerPool } from "../../../runtime/WorkerPool.ts"
+import { Inference } from "../../../engines/Inference.ts"
 import { asrReasonOf, runAsrConformance } from "./asrConformance.ts"
 import { disposeFlite, speak } from "./speechFixtures.ts"
 
@@ -70,16 +71,16 @@ t.test("both task kinds run on real worker threads (koffi and onnxruntime per th
   const gap = new Int16Array(16000 * 2)
   const recording = concatInt16([a.pcm, gap, b.pcm])
   await Effect.runPromise(Effect.gen(function*() {
-    const pool = yield* WorkerPool
+    const pool = yield* Inference
     const vadInput = recording.slice()
-    const vad = yield* pool.run<VadSegmentsOutput>("vad.segments", { pcm: vadInput }, { transfer: [vadInput.buffer] })
+    const vad = yield* pool.run("vad.segments", { pcm: vadInput }, { transfer: [vadInput.buffer] })
     t.equal(vadInput.byteLength, 0, "the PCM moved to the worker")
     t.equal(vad.segments.length, 2, `two speech islands: ${JSON.stringify(vad.segments)}`)
     // Recognise each island on whichever worker is free, in parallel, with absolute times.
     const outputs = yield* Effect.forEach(vad.segments, (s) => {
       const from = Math.floor((s.startMs * 16000) / 1000)
       const pcm = recording.slice(from, Math.ceil((s.endMs * 16000) / 1000))
-      return pool.run<RecognizeOutput & { threadId?: number }>("asr.recognize", { pcm, sampleOffset: from }, { transfer: [pcm.buffer] })
+      return pool.run("asr.recognize", { pcm, sampleOffset: from }, { transfer: [pcm.buffer] })
     }, { concurrency: "unbounded" })
     const text = outputs.flatMap((o) => o.words.map((w) => w.text)).join(" ")
     t.equal(text, "the children played in the garden all afternoon thank you very much for your help with the project")

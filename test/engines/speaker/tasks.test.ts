@@ -6,6 +6,7 @@ import { cosine } from "../../../engines/speaker/SpeakerEmbedding.ts"
 import { speakerTasks, type SpeakerEmbedOutput } from "../../../engines/speaker/tasks.ts"
 import { serveTasks, type TaskFailure } from "../../../engines/tasks.ts"
 import { WorkerPool } from "../../../runtime/WorkerPool.ts"
+import { Inference } from "../../../engines/Inference.ts"
 import { disposeSpeakers, speak } from "./speakers.ts"
 
 t.teardown(disposeSpeakers)
@@ -52,9 +53,9 @@ t.test("speaker.embed: invalid input is a reasoned failure", async (t) => {
 t.test("speaker.embed through a real worker pool", (t) =>
   Effect.runPromise(
     Effect.gen(function*() {
-      const pool = yield* WorkerPool
+      const pool = yield* Inference
       const copy = pcm.slice()
-      const out = yield* pool.run<SpeakerEmbedOutput>("speaker.embed", { pcm: copy, windows }, { transfer: [copy.buffer as ArrayBuffer] })
+      const out = yield* pool.run("speaker.embed", { pcm: copy, windows }, { transfer: [copy.buffer as ArrayBuffer] })
       t.equal(copy.length, 0, "the PCM was moved to the worker, not copied")
       t.equal(out.embeddings.length, 3)
       t.ok(out.embeddings.every((v) => v instanceof Float32Array && v.length === MfccEmbedding.dimension))

@@ -1,0 +1,74 @@
+/**
+ * The inference contract as the main thread sees it: the `Inference` service runs one task of
+ * the worker registry (`engines/worker.ts`) on a thread of the pool. `run` is typed by that
+ * registry, so a misspelled kind, a wrong input or a wrong result type fails to compile.
+ *
+ * `runtime/WorkerPool.ts` provides this tag over piscina. Engine services (`Tts`, `Recognizer`,
+ * `SpeakerEmbedding`, `CloneAnalysis`) are built on it; actors use those, never the pool.
+ * Nothing here is loaded by a worker thread: task modules import `engines/tasks.ts` only.
+ */
+import { Context, Data, type Effect } from "effect"
+import type { TaskFailure, TaskInput, TaskOutput } from "./tasks.ts"
+import type { Tasks } from "./worker.ts"
+
+/** Every task kind the workers serve. */
+export type TaskKind = keyof Tasks & string
+export type InputOf<K extends TaskKind> = TaskInput<Tasks, K>
+export type OutputOf<K extends TaskKind> = TaskOutput<Tasks, K>
+
+/** Realtime tasks (live sessions, streamed segments) leave the queue before any batch task. */
+export type Priority = "realtime" | "batch"
+
+export interface RunOptions {
+  /** Default batch. */
+  readonly priority?: Priority
+  /**
+   * Buffers inside `input` to move to the worker instead of copying. Ownership passes at the
+   * call: they are detached once the task is dispatched, which may be later if it waits.
+   */
+  readonly transfer?: ReadonlyArray<ArrayBuffer>
+}
+
+/**
+ * `QueueFull`: too many tasks already wait (HTTP 503, retryable). `TaskFailed`: the engine threw;
+ * `failure` carries its name, reason and message, never a stack. `WorkerCrashed`: the thread
+ * died under the task (uncaught error, exit, out of memory). `Closed`: the pool is shutting down.
+ */
+export type EngineErrorReason = "QueueFull" | "TaskFailed" | "WorkerCrashed" | "Closed"
+
+export class EngineError extends Data.TaggedError("EngineError")<{
+  readonly reason: EngineErrorReason
+  readonly kind: string
+  readonly message: string
+  readonly failure?: TaskFailure
+}> {
+  /** Worth trying again later: the pool was busy, or a thread died (a new one replaces it). */
+  get isRetryable(): boolean {
+    return this.reason === "QueueFull" || this.reason === "WorkerCrashed"
+  }
+}
+
+export interface PoolStats {
+  /** Live worker threads. */
+  readonly threads: number
+  /** Tasks waiting for a thread. */
+  readonly queueSize: number
+  /** Tasks on a thread now. */
+  readonly running: number
+  /** Tasks that ran to an outcome (success or TaskFailed) since start. */
+  readonly completed: number
+}
+
+export class Inference extends Context.Service<Inference, {
+  /**
+   * Runs a task on a worker thread. Interrupting the calling fiber cancels it: a waiting task
+   * is dropped at once; a running one is left to finish and its result dropped (the caller
+   * returns at once, the thread stays busy until then).
+   */
+  readonly run: <K extends TaskKind>(kind: K, input: InputOf<K>, options?: RunOptions) => Effect.Effect<OutputOf<K>, EngineError>
+  /** Round trip through a worker thread; put a timeout on it. */
+  readonly ping: Effect.Effect<{ readonly pid: number; readonly threadId: number }, EngineError>
+  /** Readiness ("can serve"), not load: a busy pool is ready while it makes progress. */
+  readonly ready: Effect.Effect<void, EngineError>
+  readonly stats: () => PoolStats
+}>()("speech/engines/Inference") {}
