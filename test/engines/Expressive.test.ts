@@ -8,17 +8,9 @@ import { fftInPlace } from "../../engines/audio/Fft.ts"
 import t from "tap"
 import { durationMs, rms } from "../../engines/audio/Pcm.ts"
 import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
-import {
-  CHUCKLE_MS,
-  crossfadeConcat,
-  estimateF0,
-  EXHALE_MS,
-  lpcWhisper,
-  renderExpressive,
-  reshapePitch,
-  softLimit,
-  whisperVariant
-} from "../../engines/tts/Expressive.ts"
+import { crossfadeConcat, renderExpressive, softLimit, whisperVariant } from "../../engines/tts/Expressive.ts"
+import { estimateF0, reshapePitch } from "../../engines/tts/Psola.ts"
+import { CHUCKLE_MS, EXHALE_MS, lpcWhisper } from "../../engines/tts/VocalEffects.ts"
 import { expressiveTasks, type ExpressiveInput } from "../../engines/tts/expressiveTasks.ts"
 import { EMOTIONS, expressiveSegments, hasExpressiveTags, parseExpressive, STYLES, type ExpressivePart } from "../../engines/tts/ExpressiveTags.ts"
 import { FliteTts } from "../../engines/tts/FliteTts.ts"
