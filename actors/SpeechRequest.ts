@@ -3,7 +3,7 @@
  * segmentation, ordered synthesis with look-ahead, and the output container (WAV, raw PCM,
  * µ-law). The HTTP routes choose between `whole` (sync) and `stream`; both share this code.
  *
- * Credits (rules in actors/CreditPolicy.ts): the text's characters are reserved while the first segment is synthesized, before any
+ * Credits: the text's characters are reserved while the first segment is synthesized, before any
  * audio is delivered, and the reservation is settled when the request ends: all of them on
  * success, the characters delivered otherwise (nothing when the first segment fails). A process
  * that dies in between charges nothing (its reservation is given back at the next start-up).

@@ -14,7 +14,7 @@
  * upload is stored (`requireCredit`); decodes run through a `DecodeGate`
  * (STT_MAX_CONCURRENT_DECODES at once, four times as many waiting, 503 past that).
  *
- * Credits (rules in actors/CreditPolicy.ts): one per started second of decoded audio. One credit (the least any file costs) is
+ * Credits: one per started second of decoded audio. One credit (the least any file costs) is
  * reserved before decoding, so a caller whose balance went to 0 during the upload is still
  * refused (402) before ffmpeg runs; the reservation grows to the decoded duration before
  * recognition (402 when the balance is short) and is settled when recognition succeeds, given

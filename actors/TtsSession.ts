@@ -14,7 +14,7 @@
  *
  * The control fiber never blocks on the socket, so a client that stops reading can still cancel.
  *
- * Credits (actors/CreditPolicy.ts): one per character (code point) of synthesized text (trimmed), debited when its audio is about to be
+ * Credits: one per character (code point) of synthesized text (trimmed), debited when its audio is about to be
  * sent, so cancelled or undeliverable audio is never charged and nothing needs refunding. The cost
  * of that choice: up to two chunks are synthesized for an account that then turns out empty.
  *
