@@ -4,7 +4,7 @@
  * granting credits stays with the admin command line.
  */
 import { Effect, Option } from "effect"
-import { Accounts } from "../storage/Accounts.ts"
+import { Users } from "../storage/Users.ts"
 import { VoiceCloning } from "./VoiceCloning.ts"
 
 export interface AccountSummary {
@@ -18,7 +18,7 @@ export interface AccountSummary {
 }
 
 export const accountSummary = Effect.fn("AccountSummary")(function*(userId: string) {
-  const user = yield* (yield* Accounts).getUser(userId)
+  const user = yield* (yield* Users).getUser(userId)
   const cloning = yield* Effect.serviceOption(VoiceCloning)
   const clones = Option.isSome(cloning) ? (yield* cloning.value.listClones(userId)).length : 0
   return { ...user, clones } satisfies AccountSummary

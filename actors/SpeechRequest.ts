@@ -17,7 +17,8 @@ import { type Segment, segmentSentences } from "../engines/tts/Segmenter.ts"
 import { type ExpressivePart, expressiveSegments, hasExpressiveTags, parseExpressive } from "../engines/tts/ExpressiveTags.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { Priority } from "../engines/Inference.ts"
-import { Accounts, type Reservation } from "../storage/Accounts.ts"
+import { Credits, type Reservation } from "../storage/Credits.ts"
+import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { synthesizeInOrder } from "./SentenceStream.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
@@ -101,7 +102,7 @@ export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input:
 })
 
 const settle = (reservation: Reservation | undefined, charged: number) =>
-  reservation === undefined ? Effect.void : Effect.flatMap(Accounts, (a) => a.settle(reservation, charged)).pipe(Effect.ignore)
+  reservation === undefined ? Effect.void : Effect.flatMap(Credits, (c) => c.settle(reservation, charged)).pipe(Effect.ignore)
 
 /** Audio bytes of one piece of PCM in the response's container (no header). */
 export const encodeBody = (format: OutputFormat, pcm: Int16Array): Uint8Array =>
@@ -138,9 +139,9 @@ export const runSegments = <E, R>(
     // gates its delivery: out of credits still answers 402 before any audio, and the round trip
     // is off the time to first audio. `reserve` is uninterruptible, so once it ran its outcome
     // is known to the settle below.
-    const cost = countCharacters(speech.text)
+    const cost = ttsCredits(speech.text)
     const reservation = yield* Effect.forkChild(
-      speech.userId === null ? Effect.succeed(undefined) : Effect.flatMap(Accounts, (a) => a.reserve(speech.userId!, cost, { purpose: "tts" }))
+      speech.userId === null ? Effect.succeed(undefined) : Effect.flatMap(Credits, (c) => c.reserve(speech.userId!, cost, { purpose: CreditPurpose.tts }))
     )
     const run = synthesizeInOrder(
       speech.segments,
@@ -170,7 +171,7 @@ export const runSegments = <E, R>(
         Effect.flatMap(Fiber.await(reservation), (held) =>
           held._tag !== "Success"
             ? Effect.void
-            : settle(held.value, exit._tag === "Success" ? cost : countCharacters(speech.text.slice(0, deliveredChars)))))
+            : settle(held.value, exit._tag === "Success" ? cost : ttsCredits(speech.text.slice(0, deliveredChars)))))
     )
   })
 

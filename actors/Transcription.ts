@@ -35,7 +35,9 @@ import type { VadCarry } from "../engines/vad/SileroVad.ts"
 import { sttMetrics } from "../runtime/Metrics.ts"
 import type { EngineError } from "../engines/Inference.ts"
 import { Inference } from "../engines/Inference.ts"
-import { Accounts, AccountsError } from "../storage/Accounts.ts"
+import { Credits } from "../storage/Credits.ts"
+import { Users } from "../storage/Users.ts"
+import { CreditPurpose, STT_MIN_CHARGE_CREDITS, sttBelowMinimum, sttCredits } from "./CreditPolicy.ts"
 import { makeDecodeGate } from "./DecodeGate.ts"
 import type { TimedWord } from "./Transcript.ts"
 import { TranscriptionError, transcriptionFromMedia, transcriptionFromEngine } from "./TranscriptionError.ts"
@@ -88,8 +90,6 @@ export class Transcriber extends Context.Service<Transcriber, {
 }>()("speech/actors/Transcriber") {}
 
 const SAMPLE_RATE = DECODE_SAMPLE_RATE
-/** The least a transcription costs: one credit (one started second). */
-export const MIN_CHARGE_CREDITS = 1
 /**
  * Samples per VAD pool task: 960 frames of 512 (30.72 s, 0.98 MB), a whole number of frames so
  * the carried state gives the probabilities of one pass; the largest buffer of a silent file.
@@ -112,7 +112,8 @@ export const TranscriberLive = (options: TranscriberOptions) =>
     Transcriber,
     Effect.gen(function*() {
       const pool = yield* Inference
-      const accounts = yield* Accounts
+      const users = yield* Users
+      const credits = yield* Credits
       const labeller = yield* Effect.serviceOption(SpeakerLabeller)
 
       const gate = makeDecodeGate({
@@ -139,13 +140,8 @@ export const TranscriberLive = (options: TranscriberOptions) =>
 
       const requireCredit = Effect.fn("Transcriber.requireCredit")(function*(userId: string | null) {
         if (userId === null) return
-        const balance = yield* accounts.balance(userId)
-        if (balance < MIN_CHARGE_CREDITS) {
-          return yield* new AccountsError({
-            reason: "InsufficientCredits",
-            message: `speech-to-text costs at least ${MIN_CHARGE_CREDITS} credit (one per started second of audio) and the account has ${balance}`
-          })
-        }
+        const balance = yield* users.balance(userId)
+        if (balance < STT_MIN_CHARGE_CREDITS) return yield* sttBelowMinimum(balance)
       })
 
       const transcribeFile = Effect.fn("Transcriber.transcribeFile")(function*(file: string, request: TranscribeOptions) {
@@ -153,8 +149,8 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         let charged = 0
         // Before any work (the balance may have changed while the upload arrived): one credit.
         const reservation = request.userId === null ? undefined : yield* Effect.acquireRelease(
-          accounts.reserve(request.userId, 1, { purpose: "stt" }),
-          (r) => accounts.settle(r, charged).pipe(Effect.ignore)
+          credits.reserve(request.userId, STT_MIN_CHARGE_CREDITS, { purpose: CreditPurpose.stt }),
+          (r) => credits.settle(r, charged).pipe(Effect.ignore)
         )
         let largestBufferBytes = 0
         const held = (bytes: number) => {
@@ -179,8 +175,8 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         )
         yield* held(audio.largestChunkBytes)
         const decodeMs = audio.decodeMs
-        const seconds = Math.max(1, Math.ceil(audio.durationMs / 1000))
-        if (reservation !== undefined) yield* accounts.resize(reservation, seconds)
+        const seconds = sttCredits(audio.durationMs)
+        if (reservation !== undefined) yield* credits.resize(reservation, seconds)
 
         const handle = yield* Effect.acquireRelease(Effect.promise(() => open(spillFile, "r")), (h) => Effect.promise(() => h.close()))
         const pcm: SpilledPcm = {

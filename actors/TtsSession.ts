@@ -32,7 +32,8 @@ import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
 import { resolveLanguage } from "../engines/tts/Voices.ts"
 import { SPEED_MAX, SPEED_MIN } from "../engines/tts/TtsEngine.ts"
-import { Accounts } from "../storage/Accounts.ts"
+import { Credits } from "../storage/Credits.ts"
+import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
 import { type Chunk, takeChunks, toChunk } from "./TextChunker.ts"
@@ -194,7 +195,7 @@ interface Context {
 
 export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: SessionOptions) {
   const synthesizer = yield* Synthesizer
-  const accounts = yield* Accounts
+  const credits = yield* Credits
   const { socket, mode, voice, userId, format } = options
   const encode = (pcm: Int16Array): Uint8Array => (format.container === "ulaw" ? mulawEncode(pcm) : int16ToBytesLE(pcm))
   const ended = yield* Deferred.make<Ending>()
@@ -264,7 +265,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         const result = yield* Queue.take(results)
         switch (result._tag) {
           case "Audio": {
-            const debit = yield* Effect.exit(accounts.debit(userId, countCharacters(result.chunk.text), { purpose: "tts_ws" }))
+            const debit = yield* Effect.exit(credits.debit(userId, ttsCredits(result.chunk.text), { purpose: CreditPurpose.ttsWebSocket }))
             if (debit._tag === "Failure") {
               const failure = Cause.squash(debit.cause)
               const client = (failure as { reason?: unknown }).reason === "InsufficientCredits"

@@ -24,7 +24,9 @@ import type { Route } from "../protocol/Http.ts"
 import { LANGUAGE_ROWS } from "../engines/tts/Voices.ts"
 import { ttsRoutes } from "../protocol/routes/tts.ts"
 import { MetricsText, Readiness, SiteInfo, systemRoutes } from "../protocol/routes/system.ts"
-import { Accounts, accountsLayer } from "../storage/Accounts.ts"
+import { ApiKeys, apiKeysLayer } from "../storage/ApiKeys.ts"
+import { Credits, creditsLayer } from "../storage/Credits.ts"
+import { Users, usersLayer } from "../storage/Users.ts"
 import { Database, databaseLayer, databaseReady } from "../storage/Database.ts"
 import { instanceRegistryLayer, newInstanceId } from "../storage/InstanceRegistry.ts"
 import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
@@ -44,8 +46,10 @@ export interface RunningService {
   readonly port: number
   readonly siteUrl: string
   readonly drain: Effect.Effect<void>
-  /** For the admin paths of in-process callers (tests, tools); HTTP never exposes it. */
-  readonly accounts: Accounts["Service"]
+  /** For the admin paths of in-process callers (tests, tools); HTTP never exposes these. */
+  readonly users: Users["Service"]
+  readonly keys: ApiKeys["Service"]
+  readonly credits: Credits["Service"]
 }
 
 /** Languages the TTS model reports: every language of the preset catalogue. */
@@ -65,7 +69,10 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   // Reservations taken by this process carry its instance id; the registry gives back those of
   // dead instances before the server is built, and keeps this one's heartbeat (PostgreSQL).
   const instanceId = newInstanceId()
-  const accounts = accountsLayer({ initialCredits: config.initialCredits, instanceId }).pipe(Layer.provideMerge(database))
+  const accounts = Layer.mergeAll(
+    usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
+    creditsLayer({ instanceId })
+  ).pipe(Layer.provideMerge(database))
   const housekeeping = Layer.mergeAll(
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
     tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
@@ -93,7 +100,9 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
 /** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */
 export const startServer = Effect.gen(function*() {
   const config = yield* AppConfig
-  const accounts = yield* Accounts
+  const users = yield* Users
+  const keys = yield* ApiKeys
+  const credits = yield* Credits
   const pool = yield* Inference
   const sql = yield* SqlClient
   const database = yield* Database
@@ -102,7 +111,7 @@ export const startServer = Effect.gen(function*() {
   // With PORT=0 and no SITE_URL the real port is known only after listening.
   let siteUrl = config.siteUrlText
 
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Accounts | Transcriber | VoiceCloning>> = [
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...ttsRoutes({
       apiBase: config.apiBase,
@@ -137,7 +146,7 @@ export const startServer = Effect.gen(function*() {
     apiBase: config.apiBase,
     enabled: config.wsEnabled,
     idleTimeoutMs: config.wsIdleTimeoutS * 1000,
-    authenticate: (credential) => accounts.authenticate(credential)
+    authenticate: (credential) => keys.authenticate(credential)
   })
   const metricsText = MetricsText.of({
     render: renderMetrics([
@@ -156,10 +165,11 @@ export const startServer = Effect.gen(function*() {
     host: config.host,
     port: config.port,
     router: new Router(routes),
-    authenticate: (credential) => accounts.authenticate(credential),
+    authenticate: (credential) => keys.authenticate(credential),
     metrics,
     accessLog: config.logLevel === "debug" || config.logLevel === "trace",
-    configure: webSockets.register
+    // Route handlers never see the keys service; only the WebSocket revocation watch needs it.
+    configure: (app) => webSockets.register(app).pipe(Effect.provideService(ApiKeys, keys))
   }).pipe(
     Effect.provideService(SiteInfo, site),
     Effect.provideService(Readiness, readiness),
@@ -173,7 +183,9 @@ export const startServer = Effect.gen(function*() {
     siteUrl,
     // Run with the service's context so its logs go through the service's logger.
     drain: server.drain(config.shutdownGraceMs).pipe(Effect.provideContext(context)),
-    accounts
+    users,
+    keys,
+    credits
   } satisfies RunningService
 })
 

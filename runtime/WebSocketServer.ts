@@ -15,7 +15,7 @@
  * Inbound frames over 64 KiB get an error frame and close 1009 (uWS's own limit is set higher so
  * that we see them).
  *
- * Revocation: open sessions are indexed by the API key they authenticated with; Accounts reports
+ * Revocation: open sessions are indexed by the API key they authenticated with; ApiKeys reports
  * deleted keys (`watchRevocations`: at once for deletes it hears of, within shortTtlMs otherwise)
  * and each of their sessions gets an error frame `key_revoked`, close 1008, and its fiber
  * interrupted, which stops its synthesis and debits.
@@ -46,7 +46,8 @@ import { errorFrame } from "../actors/TtsFrames.ts"
 import { OUTPUT_SAMPLE_RATES, OutputFormatError, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
 import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
 import type { Principal } from "../protocol/Http.ts"
-import { Accounts } from "../storage/Accounts.ts"
+import { ApiKeys } from "../storage/ApiKeys.ts"
+import type { Credits } from "../storage/Credits.ts"
 import { authenticateChallenge, presentedCredential } from "./HttpServer.ts"
 
 export interface TtsWebSocketOptions {
@@ -233,7 +234,7 @@ class Connection implements SessionSocket {
 
 export interface TtsWebSockets {
   /** Attaches both routes; for HttpServer's `configure` hook. */
-  readonly register: (app: uWS.TemplatedApp) => Effect.Effect<void, never, Synthesizer | Accounts | Scope.Scope>
+  readonly register: (app: uWS.TemplatedApp) => Effect.Effect<void, never, Synthesizer | Credits | ApiKeys | Scope.Scope>
   readonly activeSessions: () => number
   /** Sessions whose next frame waits for the client to read. */
   readonly backpressuredSessions: () => number
@@ -308,9 +309,8 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
 
   const register = (app: uWS.TemplatedApp) =>
     Effect.gen(function*() {
-      const runFork = yield* FiberSet.makeRuntime<Synthesizer | Accounts>()
-      const accounts = yield* Accounts
-      const revocations = yield* accounts.watchRevocations({ keyIds: () => byKey.keys(), revoked })
+      const runFork = yield* FiberSet.makeRuntime<Synthesizer | Credits>()
+      const revocations = yield* (yield* ApiKeys).watchRevocations({ keyIds: () => byKey.keys(), revoked })
       for (const [suffix, mode] of [["stream-input", "single"], ["multi-stream-input", "multi"]] as const) {
         app.ws<SocketData>(`${options.apiBase}/text-to-speech/:voice_id/${suffix}`, {
           compression: uWS.DISABLED,
@@ -350,7 +350,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             // cork() can then misread the freshly upgraded socket as an HTTP response and close
             // it (1006 right after open: uNetworking/uWebSockets#1928, fixed upstream by #1929,
             // not in this build). Measured with a raw client: cache hits never close; a miss
-            // sometimes does. Accounts keeps keys in use warm, so misses are first uses.
+            // sometimes does. ApiKeys keeps keys in use warm, so misses are first uses.
             let insideHandler = true
             fiber = runFork(admit(voiceId, credential, language, mode, query).pipe(
               Effect.matchCauseEffect({

@@ -12,8 +12,10 @@
  */
 import { Cause, Effect, Exit, Fiber, Layer, References } from "effect"
 import { parseArgs } from "node:util"
-import { type AccountsError, accountsLayer } from "../storage/Accounts.ts"
-import { Accounts } from "../storage/Accounts.ts"
+import type { AccountsError } from "../storage/AccountsError.ts"
+import { ApiKeys, apiKeysLayer } from "../storage/ApiKeys.ts"
+import { Credits, CreditsLive } from "../storage/Credits.ts"
+import { Users, usersLayer } from "../storage/Users.ts"
 import { databaseLayer } from "../storage/Database.ts"
 import { AppConfig, AppConfigFromEnv, databaseUrlText } from "./Config.ts"
 
@@ -148,12 +150,14 @@ const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray
 /** Runs one command and returns what to print: a JSON value or lines of text. */
 const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
   Effect.gen(function*() {
-    const accounts = yield* Accounts
+    const userStore = yield* Users
+    const keyStore = yield* ApiKeys
+    const creditStore = yield* Credits
     const out = (value: unknown, text: string) => (json ? JSON.stringify(value) : text)
     switch (command.kind) {
       case "create-user": {
-        const created = yield* accounts.createUserWithKey({ name: command.name, credits: command.credits })
-        const balance = yield* accounts.balance(created.userId)
+        const created = yield* userStore.createUserWithKey({ name: command.name, credits: command.credits })
+        const balance = yield* userStore.balance(created.userId)
         return out(
           { user_id: created.userId, api_key: created.apiKey },
           `created user ${created.userId} "${command.name}" with ${balance} credits\n` +
@@ -161,25 +165,25 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
         )
       }
       case "mint-key": {
-        const minted = yield* accounts.mintKey(command.user, command.name)
+        const minted = yield* keyStore.mintKey(command.user, command.name)
         return out(
           { user_id: command.user, key_id: minted.keyId, api_key: minted.apiKey, prefix: minted.prefix },
           `minted key ${minted.keyId} for ${command.user} (shown once, store it now):\n${minted.apiKey}`
         )
       }
       case "delete-key": {
-        const deleted = yield* accounts.deleteKey(command.key)
+        const deleted = yield* keyStore.deleteKey(command.key)
         return out(
           { key_id: deleted.keyId, user_id: deleted.userId, deleted: true },
           `deleted key ${deleted.keyId} of user ${deleted.userId}`
         )
       }
       case "grant": {
-        const balance = yield* accounts.grantCredits(command.user, command.credits, { purpose: "admin" })
+        const balance = yield* creditStore.grantCredits(command.user, command.credits, { purpose: "admin" })
         return out({ user_id: command.user, credits: balance }, `user ${command.user} now has ${balance} credits`)
       }
       case "list-users": {
-        const users = yield* accounts.listUsers()
+        const users = yield* userStore.listUsers()
         return out(
           users.map((u) => ({ user_id: u.userId, name: u.name, credits: u.credits, keys: u.keyCount, created_at: u.createdAt.toISOString() })),
           users.length === 0
@@ -191,7 +195,7 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
         )
       }
       case "list-keys": {
-        const keys = yield* accounts.listKeys(command.user)
+        const keys = yield* keyStore.listKeys(command.user)
         return out(
           keys.map((k) => ({ key_id: k.keyId, name: k.name, prefix: k.prefix, created_at: k.createdAt.toISOString() })),
           keys.length === 0
@@ -200,7 +204,7 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
         )
       }
       case "ledger": {
-        const entries = yield* accounts.ledger(command.user, { limit: command.limit })
+        const entries = yield* creditStore.ledger(command.user, { limit: command.limit })
         return out(
           entries.map((e) => ({
             id: e.id,
@@ -225,7 +229,8 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
 /** Layers of a command run: settings from the environment, the database as a "tool", accounts. */
 const layers = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
-  return accountsLayer({ initialCredits: config.initialCredits }).pipe(
+  // CreditsLive: a command takes no reservations, so its instance id is never used.
+  return Layer.mergeAll(usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())), CreditsLive).pipe(
     Layer.provideMerge(databaseLayer({ databaseUrl: databaseUrlText(config), dataDir: config.dataDir, embeddedRole: "tool" }))
   )
 })).pipe(Layer.provide(AppConfigFromEnv))

@@ -1,6 +1,7 @@
 /**
  * Every movement of credits, as SQL: grants, debits, refunds, and reservations for work in
- * progress. `Accounts` exposes these; this module holds the statements and their invariants.
+ * progress. storage/Credits.ts exposes these as a service; this module holds the statements and
+ * their invariants.
  *
  * Invariant, per user, at every commit: sum(credit_ledger.amount) = users.credits + the amounts
  * of the user's open credit_reservations. Each function keeps it in one statement (a chain of
@@ -16,7 +17,7 @@
  *   them back.
  * Zero amounts write no ledger row.
  */
-import { Effect, References, Schedule } from "effect"
+import { Effect, References } from "effect"
 import type { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import type { Fragment } from "effect/sql/Statement"
@@ -231,93 +232,3 @@ export const listLedger = (sql: SqlClient, userId: string, page: LedgerPage = {}
       createdAt: row.created_at
     }))
   })
-
-/** How the owner of these methods (Accounts) reports its failures. */
-export interface CreditErrors<E> {
-  readonly sql: SqlClient
-  readonly instanceId: string
-  readonly userNotFound: (userId: string) => E
-  readonly insufficient: (needed: number, has: number) => E
-  /** Dies on an amount that is not a non-negative safe integer (a bug in the caller). */
-  readonly requireAmount: (operation: string, amount: number) => Effect.Effect<void>
-}
-
-/** The credit methods of Accounts (see AccountsShape for what each promises). */
-export const makeCreditMethods = <E>(options: CreditErrors<E>) => {
-  const { sql, instanceId, userNotFound, requireAmount } = options
-
-  /** Why a conditional decrement found nothing to take. */
-  const shortOf = (userId: string, amount: number) =>
-    Effect.gen(function*() {
-      const current = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
-      if (current[0] === undefined) return yield* Effect.fail(userNotFound(userId))
-      return yield* Effect.fail(options.insufficient(amount, toNumber(current[0].credits)))
-    })
-
-  const add = (kind: "grant" | "refund", userId: string, amount: number, origin: CreditOrigin | undefined) =>
-    Effect.gen(function*() {
-      yield* requireAmount(kind, amount)
-      const credits = yield* addCredits(sql, kind, userId, amount, origin)
-      if (credits === undefined) return yield* Effect.fail(userNotFound(userId))
-      return credits
-    })
-
-  const grantCredits = Effect.fn("Accounts.grantCredits")(function*(userId: string, amount: number, origin?: CreditOrigin) {
-    return yield* add("grant", userId, amount, origin)
-  })
-
-  const refund = Effect.fn("Accounts.refund")(function*(userId: string, amount: number, origin?: CreditOrigin) {
-    return yield* add("refund", userId, amount, origin)
-  })
-
-  const debit = Effect.fn("Accounts.debit")(function*(userId: string, amount: number, origin?: CreditOrigin) {
-    yield* requireAmount("debit", amount)
-    const credits = yield* takeCredits(sql, userId, amount, origin)
-    return credits ?? (yield* shortOf(userId, amount))
-  })
-
-  // Uninterruptible as a whole: an interruption between the statement and the return would
-  // leave the caller without the reservation it holds, and nobody to end it.
-  const reserve = Effect.fn("Accounts.reserve")(function*(userId: string, amount: number, origin?: CreditOrigin) {
-    yield* requireAmount("reserve", amount)
-    const reservation: Reservation = { id: newReservationId(), userId, amount }
-    const credits = yield* insertReservation(sql, reservation, instanceId, origin)
-    if (credits === undefined) return yield* shortOf(userId, amount)
-    return reservation
-  }, Effect.uninterruptible)
-
-  const resize = Effect.fn("Accounts.resize")(function*(reservation: Reservation, amount: number) {
-    yield* requireAmount("resize", amount)
-    const done = yield* resizeReservation(sql, reservation, amount, instanceId)
-    if (!done) return yield* shortOf(reservation.userId, amount - reservation.amount)
-    return { ...reservation, amount } satisfies Reservation
-  }, Effect.uninterruptible)
-
-  // A settle lost to a database hiccup would leave the credits held until this instance stops:
-  // try a few times (0.1 + 0.2 + 0.4 + 0.8 s) before giving up and logging it.
-  const settle = Effect.fn("Accounts.settle")(function*(reservation: Reservation, charged: number) {
-    yield* requireAmount("settle", charged)
-    return yield* settleReservation(sql, reservation.id, charged).pipe(
-      Effect.retry({ schedule: Schedule.exponential("100 millis"), times: 4 }),
-      Effect.tapError((error) => Effect.logWarning("settling a credit reservation failed", { reservation: reservation.id, error }))
-    )
-  }, Effect.uninterruptible)
-
-  const release = Effect.fn("Accounts.release")(function*(reservation: Reservation) {
-    yield* settle(reservation, 0)
-  })
-
-  const reserved = Effect.fn("Accounts.reserved")(function*(userId: string) {
-    return yield* reservedCredits(sql, userId)
-  })
-
-  const ledger = Effect.fn("Accounts.ledger")(function*(userId: string, page?: LedgerPage) {
-    const entries = yield* listLedger(sql, userId, page)
-    if (entries.length === 0 && (yield* sql`SELECT 1 FROM users WHERE id = ${userId}`).length === 0) {
-      return yield* Effect.fail(userNotFound(userId))
-    }
-    return entries
-  })
-
-  return { grantCredits, refund, debit, reserve, resize, settle, release, reserved, ledger }
-}

@@ -27,7 +27,7 @@ import { Database } from "./Database.ts"
 import { processAlive } from "./ProcessAlive.ts"
 
 export interface InstanceOptions {
-  /** This process's id; reservations are taken under it (AccountsOptions.instanceId). */
+  /** This process's id; reservations are taken under it (CreditsOptions.instanceId, storage/Credits.ts). */
   readonly instanceId: string
   /** How often the heartbeat and the sweeper run (PostgreSQL), ms. */
   readonly heartbeatMs: number

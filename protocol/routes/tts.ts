@@ -15,7 +15,7 @@ import {
 import { previewSentence, requestedLanguage, Synthesizer } from "../../actors/Synthesizer.ts"
 import { encodeWav } from "../../engines/audio/Wav.ts"
 import type { PresetVoice } from "../../engines/tts/Voices.ts"
-import type { Accounts } from "../../storage/Accounts.ts"
+import type { Credits } from "../../storage/Credits.ts"
 import { VoiceCloning } from "../../actors/VoiceCloning.ts"
 import type { VoiceCloneRow } from "../../storage/VoiceClones.ts"
 import { ApiError, notFound, unauthorized } from "../ApiError.ts"
@@ -33,7 +33,7 @@ export interface TtsRouteOptions {
   readonly ahead: number
 }
 
-type Services = Synthesizer | Accounts
+type Services = Synthesizer | Credits
 
 const audioErrors = {
   400: { description: "malformed request or text_too_long", schema: ErrorBody },

@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { type AccountSummary, accountSummary } from "../../actors/AccountSummary.ts"
 import type { VoiceCloning } from "../../actors/VoiceCloning.ts"
-import type { Accounts } from "../../storage/Accounts.ts"
+import type { Users } from "../../storage/Users.ts"
 import { Reply, type Route } from "../Http.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
 import { Subscription, SubscriptionSummary, UserInfo } from "../schemas/User.ts"
@@ -34,7 +34,7 @@ const subscriptionJson = (a: AccountSummary): typeof SubscriptionSummary.Type =>
   status: "active"
 })
 
-export const userRoutes = (apiBase: string): ReadonlyArray<Route<Accounts | VoiceCloning>> => [
+export const userRoutes = (apiBase: string): ReadonlyArray<Route<Users | VoiceCloning>> => [
   {
     method: "GET",
     path: `${apiBase}/user`,

@@ -11,7 +11,9 @@ import t from "tap"
 import { Transcriber, TranscriberLive } from "../../actors/Transcription.ts"
 import { WorkerPool } from "../../runtime/WorkerPool.ts"
 import { Inference } from "../../engines/Inference.ts"
-import { Accounts, accountsLayer } from "../../storage/Accounts.ts"
+import { Credits } from "../../storage/Credits.ts"
+import { Users } from "../../storage/Users.ts"
+import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 
 const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
@@ -21,7 +23,7 @@ const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
 }
 
 t.test("transcription credits", async (t) => {
-  const accounts = accountsLayer()
+  const accounts = accountLayers()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "speech-stt-credits-"))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const transcriber = TranscriberLive({ concurrency: 1, maxConcurrentDecodes: 1, tmpDir: path.join(dir, "tmp") }).pipe(
@@ -35,12 +37,12 @@ t.test("transcription credits", async (t) => {
   const transcribe = (userId: string) =>
     db.run(Effect.exit(Effect.flatMap(Effect.service(Transcriber), (s) => s.transcribeFile(junk, { diarize: false, userId }))))
   const credits = (userId: string) =>
-    db.run(Effect.flatMap(Effect.service(Accounts), (a) => Effect.all([a.balance(userId), a.reserved(userId)])))
+    db.run(Effect.flatMap(Effect.all([Effect.service(Users), Effect.service(Credits)]), ([users, credits]) => Effect.all([users.balance(userId), credits.reserved(userId)])))
 
-  const broke = await db.run(Effect.flatMap(Effect.service(Accounts), (a) => a.createUser({ name: "broke", credits: 0 })))
+  const broke = await db.run(Effect.flatMap(Effect.service(Users), (a) => a.createUser({ name: "broke", credits: 0 })))
   t.equal(reasonOf(await transcribe(broke.userId)), "InsufficientCredits", "an empty account is refused before decoding")
 
-  const payer = await db.run(Effect.flatMap(Effect.service(Accounts), (a) => a.createUser({ name: "payer", credits: 5 })))
+  const payer = await db.run(Effect.flatMap(Effect.service(Users), (a) => a.createUser({ name: "payer", credits: 5 })))
   const failed = await transcribe(payer.userId)
   t.not(reasonOf(failed), "InsufficientCredits", "with credits, the file is decoded (and refused as media)")
   t.same(await credits(payer.userId), [5, 0], "a failed transcription costs nothing and holds nothing")

@@ -111,7 +111,7 @@ const pcmOf = (wav: Uint8Array): Int16Array => floatToInt16(parseWav(wav).channe
 const wavOf = (pcm: Int16Array): Uint8Array => encodeWav(pcm, 16000)
 const seconds = (wav: Uint8Array) => parseWav(wav).channelData[0]!.length / 16000
 const spokenWords = (tr: Transcript) => tr.words.filter((w) => w.type === "word")
-const balance = (userId: string) => Effect.runPromise(service.accounts.balance(userId))
+const balance = (userId: string) => Effect.runPromise(service.users.balance(userId))
 
 /** words[] alternates word and spacing, times are monotonic and inside `audioSeconds`. */
 const checkWordList = (t: Test, tr: Transcript, audioSeconds: number, label: string) => {

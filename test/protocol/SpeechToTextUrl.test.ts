@@ -143,7 +143,7 @@ t.test("URL input: every loopback spelling is refused with the generic answer", 
     }
     t.equal(v6.connections(), 0, "the IPv6 media server never saw a connection")
   }
-  t.equal(await Effect.runPromise(strict.accounts.balance(stranger.userId)), 10_000, "refusals cost nothing")
+  t.equal(await Effect.runPromise(strict.users.balance(stranger.userId)), 10_000, "refusals cost nothing")
 })
 
 t.test("URL input: refused, closed, open-but-not-TLS, DNS failure, non-200 and loops are indistinguishable", async (t) => {

@@ -19,7 +19,9 @@ import { ttsRoutes } from "../../protocol/routes/tts.ts"
 import { makeHttpServer } from "../../runtime/HttpServer.ts"
 import { HttpMetrics } from "../../runtime/Metrics.ts"
 import { Router } from "../../runtime/Router.ts"
-import { Accounts, AccountsLive } from "../../storage/Accounts.ts"
+import { ApiKeys } from "../../storage/ApiKeys.ts"
+import { Users } from "../../storage/Users.ts"
+import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 import { startTestService } from "../support/service.ts"
 
@@ -69,7 +71,7 @@ const wavSamples = (bytes: Uint8Array): Float32Array => parseWav(bytes).channelD
 const pcmSamples = (bytes: Uint8Array): Float32Array => int16ToFloat(bytesLEToInt16(bytes))
 const u32 = (bytes: Uint8Array, offset: number) => new DataView(bytes.buffer, bytes.byteOffset).getUint32(offset, true)
 const ascii = (bytes: Uint8Array, offset: number) => String.fromCharCode(...bytes.subarray(offset, offset + 4))
-const balance = (userId: string) => Effect.runPromise(service.accounts.balance(userId))
+const balance = (userId: string) => Effect.runPromise(service.users.balance(userId))
 
 /** Non-silent: RMS above -40 dBFS (espeak and Flite speech sits around -20). */
 const SPEECH_RMS = 0.01
@@ -537,7 +539,7 @@ t.test("preview_url is public and serves a WAV of the voice", async (t) => {
 // ---------------------------------------------------------------------------------------------
 
 t.test("streamed synthesis that fails on segment 1 or on a later segment", async (t) => {
-  const db = useTestDatabaseWith(t, AccountsLive)
+  const db = useTestDatabaseWith(t, accountLayers())
   const MARKER = "KATKI" // a segment containing this word fails in the engine
   const RATE = 24000
   /** The fake engine: 10 ms of a 440 Hz tone per character, so sizes are known in advance. */
@@ -561,13 +563,13 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
   t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))
   const server = await db.runtime.runPromise(
     Effect.gen(function*() {
-      const accounts = yield* Accounts
+      const keys = yield* ApiKeys
       const ctx = yield* Effect.context<never>()
       return yield* makeHttpServer({
         host: "127.0.0.1",
         port: 0,
         router: new Router(ttsRoutes({ apiBase: "/api/v1", siteUrl: () => "http://site.test", maxJsonBodyBytes: 1 << 20, ahead: 2 })),
-        authenticate: (c) => accounts.authenticate(c),
+        authenticate: (c) => keys.authenticate(c),
         metrics: new HttpMetrics(ctx)
       })
     }).pipe(
@@ -577,8 +579,8 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
       Scope.provide(scope)
     )
   )
-  const user = await db.run(Effect.flatMap(Accounts, (a) => a.createUserWithKey({ name: "stream", credits: 10_000 })))
-  const creditsLeft = () => db.run(Effect.flatMap(Accounts, (a) => a.balance(user.userId)))
+  const user = await db.run(Effect.flatMap(Users, (a) => a.createUserWithKey({ name: "stream", credits: 10_000 })))
+  const creditsLeft = () => db.run(Effect.flatMap(Users, (a) => a.balance(user.userId)))
   const stream = (text: string) =>
     fetch(`http://127.0.0.1:${server.port}/api/v1/text-to-speech/${ESTONIAN}/stream?output_format=pcm_24000`, {
       method: "POST",

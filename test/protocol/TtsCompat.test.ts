@@ -9,7 +9,7 @@ import { startTestService } from "../support/service.ts"
 
 const service = await startTestService(t)
 const owner = await service.newUser(1_000_000)
-const balance = () => Effect.runPromise(service.accounts.balance(owner.userId))
+const balance = () => Effect.runPromise(service.users.balance(owner.userId))
 
 const tts = (text: string) =>
   fetch(`${service.base}/text-to-speech/mari?output_format=pcm_8000`, {

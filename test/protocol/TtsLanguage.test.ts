@@ -108,7 +108,7 @@ t.test("precedence: the query beats the body, the body beats the header", async 
 })
 
 t.test("an unknown language is 400 invalid_request on every endpoint, nothing charged", async (t) => {
-  const before = await Effect.runPromise(service.accounts.balance(owner.userId))
+  const before = await Effect.runPromise(service.users.balance(owner.userId))
   for (const endpoint of ENDPOINTS) {
     for (const call of [{ body: { text: ENGLISH_TEXT, language_code: "Klingon" } }, { body: { text: ENGLISH_TEXT }, query: "language=xx" }, { body: { text: ENGLISH_TEXT }, headers: { "x-speak-language": "Klingon" } }]) {
       const res = await post(`/text-to-speech/mari${endpoint}`, call.body, call)
@@ -118,7 +118,7 @@ t.test("an unknown language is 400 invalid_request on every endpoint, nothing ch
       t.match(body.detail.message, /unknown language/)
     }
   }
-  const after = await Effect.runPromise(service.accounts.balance(owner.userId))
+  const after = await Effect.runPromise(service.users.balance(owner.userId))
   t.equal(after, before, "no credits taken")
 })
 

@@ -322,7 +322,7 @@ t.test("credits: one per synthesized character; an empty account gets quota_exce
   ws.send({ text: "Kakskümmend tähte!", flush: true }) // 18 characters
   const paid = await until(ws, (f) => f.flushDone === true)
   t.ok(paid.some(isAudio))
-  t.equal(await Effect.runPromise(service.accounts.balance(poor.userId)), 12)
+  t.equal(await Effect.runPromise(service.users.balance(poor.userId)), 12)
   ws.send({ text: "See lause on pikem kui kaksteist tähte.", flush: true })
   const error = await ws.nextJson()
   t.match(error, { error: { code: "quota_exceeded", message: String } })

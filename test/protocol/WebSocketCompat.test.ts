@@ -162,7 +162,7 @@ t.test("credits: one per code point of the chunk", async (t) => {
   const text = "Tere 👋👋👋 sõber!" // 15 code points, 18 UTF-16 units
   ws.send({ text, flush: true })
   t.ok((await until(ws, (f) => f.flushDone === true)).some(isAudio))
-  t.equal(await Effect.runPromise(service.accounts.balance(user.userId)), 1000 - 15)
+  t.equal(await Effect.runPromise(service.users.balance(user.userId)), 1000 - 15)
 })
 
 /** A `ws` client (the library most Node clients use): its view of the close. */

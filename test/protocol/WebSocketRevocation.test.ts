@@ -1,6 +1,6 @@
 /**
  * A deleted API key ends the WebSocket sessions it opened: error frame `key_revoked`, close 1008,
- * no more synthesis or debits. Deleted through this process's Accounts (what the server's own
+ * no more synthesis or debits. Deleted through this process's ApiKeys (what the server's own
  * paths use) and by the admin CLI in another process, in whichever database mode the environment
  * selects (embedded: the CLI goes through the server's socket and nothing notifies the server, so
  * the periodic check finds it; PostgreSQL: NOTIFY).
@@ -43,9 +43,9 @@ const revokedEnd = async (ws: WsClient) => {
   return { error: frames.filter((f) => f.error !== undefined).at(-1), close: frames.at(-1) }
 }
 
-const balance = (userId: string) => Effect.runPromise(service.accounts.balance(userId))
+const balance = (userId: string) => Effect.runPromise(service.users.balance(userId))
 
-t.test("deleted through Accounts: every session of that key gets key_revoked and 1008; other keys' sessions go on", async (t) => {
+t.test("deleted through ApiKeys: every session of that key gets key_revoked and 1008; other keys' sessions go on", async (t) => {
   const user = await service.newUser(1_000_000)
   const other = await service.newUser(1_000_000)
   const single = await open(t, user.apiKey)
@@ -59,7 +59,7 @@ t.test("deleted through Accounts: every session of that key gets key_revoked and
   await single.nextJson() // its first audio: synthesis and debits are running
   single.pause() // the stream now waits for the client (backpressure), a few chunks ahead
 
-  await Effect.runPromise(service.accounts.deleteKey(user.keyId))
+  await Effect.runPromise(service.keys.deleteKey(user.keyId))
   single.resume()
   for (const [name, ws] of [["stream-input", single], ["multi-stream-input", multi]] as const) {
     const end = await revokedEnd(ws)

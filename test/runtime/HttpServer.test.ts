@@ -11,10 +11,12 @@ import { Reply, type Route } from "../../protocol/Http.ts"
 import { makeHttpServer, setResourceMetadataUrl } from "../../runtime/HttpServer.ts"
 import { HttpMetrics } from "../../runtime/Metrics.ts"
 import { Router } from "../../runtime/Router.ts"
-import { Accounts, AccountsLive } from "../../storage/Accounts.ts"
+import { ApiKeys } from "../../storage/ApiKeys.ts"
+import { Users } from "../../storage/Users.ts"
+import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 
-const db = useTestDatabaseWith(t, AccountsLive)
+const db = useTestDatabaseWith(t, accountLayers())
 const release = Effect.runSync(Deferred.make<void>())
 const started = Effect.runSync(Deferred.make<void>())
 
@@ -63,13 +65,13 @@ const scope = Effect.runSync(Scope.make())
 const runtime = db.runtime
 const server = await runtime.runPromise(
   Effect.gen(function*() {
-    const accounts = yield* Accounts
+    const keys = yield* ApiKeys
     const ctx = yield* Effect.context<never>()
     return yield* makeHttpServer({
       host: "127.0.0.1",
       port: 0,
       router: new Router(routes),
-      authenticate: (c) => accounts.authenticate(c),
+      authenticate: (c) => keys.authenticate(c),
       metrics: new HttpMetrics(ctx)
     })
   }).pipe(Scope.provide(scope))
@@ -77,7 +79,7 @@ const server = await runtime.runPromise(
 setResourceMetadataUrl("http://site.test/.well-known/oauth-protected-resource")
 t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 const base = `http://127.0.0.1:${server.port}`
-const user = await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.createUserWithKey({ name: "u", credits: 10 })))
+const user = await runtime.runPromise(Effect.flatMap(Users, (a) => a.createUserWithKey({ name: "u", credits: 10 })))
 
 const expectError = async (t: { equal: Function; match: Function; type: Function; ok: Function }, res: Response, status: number, code: string) => {
   t.equal(res.status, status, `status ${status}`)
@@ -112,9 +114,9 @@ t.test("missing, malformed and unknown keys give 401 with WWW-Authenticate", asy
 })
 
 t.test("a deleted key stops working at once", async (t) => {
-  const other = await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.createUserWithKey({ name: "v", credits: 1 })))
+  const other = await runtime.runPromise(Effect.flatMap(Users, (a) => a.createUserWithKey({ name: "v", credits: 1 })))
   t.equal((await fetch(`${base}/whoami`, { headers: { "xi-api-key": other.apiKey } })).status, 200)
-  await runtime.runPromise(Effect.flatMap(Accounts, (a) => a.deleteKey(other.keyId)))
+  await runtime.runPromise(Effect.flatMap(ApiKeys, (a) => a.deleteKey(other.keyId)))
   await expectError(t, await fetch(`${base}/whoami`, { headers: { "xi-api-key": other.apiKey } }), 401, "invalid_api_key")
 })
 

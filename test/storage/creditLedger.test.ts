@@ -9,7 +9,9 @@ import { Effect, Exit } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import fc from "fast-check"
 import t from "tap"
-import { Accounts, accountsLayer, type Reservation } from "../../storage/Accounts.ts"
+import { Credits, type Reservation } from "../../storage/Credits.ts"
+import { Users } from "../../storage/Users.ts"
+import { accountLayers } from "../support/accounts.ts"
 import { hostKey, releaseDeadInstances } from "../../storage/InstanceRegistry.ts"
 import * as Migrator from "effect/sql/Migrator"
 import { migrations, migrationsTable } from "../../storage/Migrations.ts"
@@ -22,8 +24,9 @@ const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
 }
 
 t.test("credit ledger", async (t) => {
-  const db = useTestDatabaseWith(t, accountsLayer({ instanceId: "ins_test" }))
-  const accounts = await db.run(Effect.service(Accounts))
+  const db = useTestDatabaseWith(t, accountLayers({ instanceId: "ins_test" }))
+  const users = await db.run(Effect.service(Users))
+  const credits = await db.run(Effect.service(Credits))
   const run = <A, E>(effect: Effect.Effect<A, E, never>) => db.run(effect)
   const exitOf = <A, E>(effect: Effect.Effect<A, E, never>) => db.run(Effect.exit(effect))
 
@@ -38,19 +41,42 @@ t.test("credit ledger", async (t) => {
       return { ledger: Number(rows[0]!.ledger), balance: Number(rows[0]!.balance), reserved: Number(rows[0]!.reserved) }
     }))
 
+  t.test("200 concurrent debits of 1 against 50 never overdraw", async (t) => {
+    const user = await run(users.createUser({ name: "grace", credits: 50 }))
+    const exits = await run(
+      Effect.forEach(Array.from({ length: 200 }), () => Effect.exit(credits.debit(user.userId, 1)), { concurrency: "unbounded" })
+    )
+    const succeeded = exits.filter(Exit.isSuccess)
+    t.equal(succeeded.length, 50, "exactly 50 debits succeed")
+    t.ok(exits.filter(Exit.isFailure).every((e) => reasonOf(e) === "InsufficientCredits"), "the rest are InsufficientCredits")
+    t.same(new Set(succeeded.map((e) => e.value)).size, 50, "each success saw a distinct remaining balance")
+    t.equal(await run(users.balance(user.userId)), 0)
+  })
+
+  t.test("debit, refund, grant, and their failures", async (t) => {
+    const user = await run(users.createUser({ name: "heidi", credits: 10 }))
+    t.equal(await run(credits.debit(user.userId, 4)), 6)
+    t.equal(await run(credits.refund(user.userId, 4)), 10)
+    t.equal(await run(credits.grantCredits(user.userId, 90)), 100)
+    t.equal(reasonOf(await exitOf(credits.debit(user.userId, 101))), "InsufficientCredits")
+    t.equal(await run(users.balance(user.userId)), 100, "a refused debit takes nothing")
+    t.equal(reasonOf(await exitOf(credits.debit("usr_missing", 1))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(credits.grantCredits("usr_missing", 1))), "UserNotFound")
+  })
+
   t.test("every movement is a ledger row with the balance after it, newest first", async (t) => {
-    const user = await run(accounts.createUser({ name: "ledger", credits: 100 }))
-    await run(accounts.grantCredits(user.userId, 50, { purpose: "admin" }))
-    await run(accounts.debit(user.userId, 30, { purpose: "tts_ws", reference: "req-1" }))
-    await run(accounts.refund(user.userId, 5))
-    const held = await run(accounts.reserve(user.userId, 40, { purpose: "tts", reference: "req-2" }))
-    t.equal(await run(accounts.balance(user.userId)), 85, "a reservation leaves the balance at once")
-    t.equal(await run(accounts.reserved(user.userId)), 40)
-    t.equal(await run(accounts.settle(held, 25)), 25, "settle charges what was used")
-    t.equal(await run(accounts.settle(held, 25)), 0, "a second settle charges nothing")
-    await run(accounts.release(held))
-    t.equal(await run(accounts.balance(user.userId)), 100)
-    const entries = await run(accounts.ledger(user.userId))
+    const user = await run(users.createUser({ name: "ledger", credits: 100 }))
+    await run(credits.grantCredits(user.userId, 50, { purpose: "admin" }))
+    await run(credits.debit(user.userId, 30, { purpose: "tts_ws", reference: "req-1" }))
+    await run(credits.refund(user.userId, 5))
+    const held = await run(credits.reserve(user.userId, 40, { purpose: "tts", reference: "req-2" }))
+    t.equal(await run(users.balance(user.userId)), 85, "a reservation leaves the balance at once")
+    t.equal(await run(credits.reserved(user.userId)), 40)
+    t.equal(await run(credits.settle(held, 25)), 25, "settle charges what was used")
+    t.equal(await run(credits.settle(held, 25)), 0, "a second settle charges nothing")
+    await run(credits.release(held))
+    t.equal(await run(users.balance(user.userId)), 100)
+    const entries = await run(credits.ledger(user.userId))
     t.same(
       entries.map((e) => [e.kind, e.amount, e.balanceAfter, e.purpose, e.reference]),
       [
@@ -61,58 +87,58 @@ t.test("credit ledger", async (t) => {
         ["grant", 100, 100, "new user", null]
       ]
     )
-    const page = await run(accounts.ledger(user.userId, { limit: 2, before: entries[1]!.id }))
+    const page = await run(credits.ledger(user.userId, { limit: 2, before: entries[1]!.id }))
     t.same(page.map((e) => e.id), [entries[2]!.id, entries[3]!.id], "paged by id")
-    t.equal(reasonOf(await exitOf(accounts.ledger("usr_nobody"))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(credits.ledger("usr_nobody"))), "UserNotFound")
   })
 
   t.test("reserving more than the balance is InsufficientCredits and holds nothing", async (t) => {
-    const user = await run(accounts.createUser({ name: "short", credits: 10 }))
-    t.equal(reasonOf(await exitOf(accounts.reserve(user.userId, 11))), "InsufficientCredits")
-    const held = await run(accounts.reserve(user.userId, 4))
-    t.equal(reasonOf(await exitOf(accounts.resize(held, 15))), "InsufficientCredits", "growing past the balance")
+    const user = await run(users.createUser({ name: "short", credits: 10 }))
+    t.equal(reasonOf(await exitOf(credits.reserve(user.userId, 11))), "InsufficientCredits")
+    const held = await run(credits.reserve(user.userId, 4))
+    t.equal(reasonOf(await exitOf(credits.resize(held, 15))), "InsufficientCredits", "growing past the balance")
     t.same(await books(user.userId), { ledger: 10, balance: 6, reserved: 4 }, "a refused resize changes nothing")
-    const grown = await run(accounts.resize(held, 10))
+    const grown = await run(credits.resize(held, 10))
     t.equal(grown.amount, 10)
     t.same(await books(user.userId), { ledger: 10, balance: 0, reserved: 10 })
-    await run(accounts.resize(grown, 3))
+    await run(credits.resize(grown, 3))
     t.same(await books(user.userId), { ledger: 10, balance: 7, reserved: 3 }, "shrinking gives back")
-    t.equal(await run(accounts.settle(grown, 99)), 3, "never charges more than is held")
+    t.equal(await run(credits.settle(grown, 99)), 3, "never charges more than is held")
     t.same(await books(user.userId), { ledger: 7, balance: 7, reserved: 0 })
-    t.equal(reasonOf(await exitOf(accounts.reserve("usr_nobody", 1))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(credits.reserve("usr_nobody", 1))), "UserNotFound")
   })
 
   t.test("200 concurrent reservations of 1 against 50 credits: exactly 50 are held", async (t) => {
-    const user = await run(accounts.createUser({ name: "crowd", credits: 50 }))
-    const exits = await run(Effect.all(Array.from({ length: 200 }, () => Effect.exit(accounts.reserve(user.userId, 1))), { concurrency: "unbounded" }))
+    const user = await run(users.createUser({ name: "crowd", credits: 50 }))
+    const exits = await run(Effect.all(Array.from({ length: 200 }, () => Effect.exit(credits.reserve(user.userId, 1))), { concurrency: "unbounded" }))
     const held = exits.filter(Exit.isSuccess)
     t.equal(held.length, 50)
     t.equal(exits.filter((e) => reasonOf(e) === "InsufficientCredits").length, 150)
     t.same(await books(user.userId), { ledger: 50, balance: 0, reserved: 50 })
-    await run(Effect.all(held.map((e, i) => accounts.settle(e.value, i % 2)), { concurrency: "unbounded" }))
+    await run(Effect.all(held.map((e, i) => credits.settle(e.value, i % 2)), { concurrency: "unbounded" }))
     t.same(await books(user.userId), { ledger: 25, balance: 25, reserved: 0 }, "half charged 1, half 0")
   })
 
   t.test("a reservation given back by the registry settles for nothing, and is given back once", async (t) => {
-    const user = await run(accounts.createUser({ name: "swept", credits: 100 }))
+    const user = await run(users.createUser({ name: "swept", credits: 100 }))
     const sql = await db.run(Effect.service(SqlClient))
     // A reservation of another (dead) instance: this one plays the restarted server.
     await run(sql`INSERT INTO credit_reservations (id, user_id, amount, instance_id, purpose)
                   VALUES ('rsv_dead', ${user.userId}, 30, 'ins_dead', 'tts')`)
     await run(sql`UPDATE users SET credits = credits - 30 WHERE id = ${user.userId}`)
-    const mine = await run(accounts.reserve(user.userId, 20))
+    const mine = await run(credits.reserve(user.userId, 20))
     const released = await db.run(releaseDeadInstances({ instanceId: "ins_test", heartbeatMs: 1000, staleAfterMs: 60_000, everyoneElse: true }))
     t.match(released, { reservations: 1, credits: 30 }, "only the other instance's reservation")
     t.same(await books(user.userId), { ledger: 100, balance: 80, reserved: 20 })
     const again = await db.run(releaseDeadInstances({ instanceId: "ins_test", heartbeatMs: 1000, staleAfterMs: 60_000, everyoneElse: true }))
     t.match(again, { reservations: 0, credits: 0 })
-    t.equal(await run(accounts.settle({ id: "rsv_dead", userId: user.userId, amount: 30 }, 30)), 0, "its late settle charges nothing")
-    await run(accounts.settle(mine, 20))
+    t.equal(await run(credits.settle({ id: "rsv_dead", userId: user.userId, amount: 30 }, 30)), 0, "its late settle charges nothing")
+    await run(credits.settle(mine, 20))
     t.same(await books(user.userId), { ledger: 80, balance: 80, reserved: 0 })
   })
 
   t.test("the sweeper: silent instances and dead pids on this host lose their reservations, live ones keep them", async (t) => {
-    const user = await run(accounts.createUser({ name: "sweep", credits: 100 }))
+    const user = await run(users.createUser({ name: "sweep", credits: 100 }))
     const sql = await db.run(Effect.service(SqlClient))
     const hold = (reservation: string, instance: string, amount: number) =>
       run(Effect.all([
@@ -134,7 +160,7 @@ t.test("credit ledger", async (t) => {
     const released = await db.run(releaseDeadInstances(sweep))
     t.same([...released.instances].sort(), ["ins_gone", "ins_silent"])
     t.equal(released.credits, 6, "the silent instance's 2 and the dead pid's 4")
-    t.equal(await run(accounts.reserved(user.userId)), 1 + 8 + 16, "a live instance, a live pid on this host and a fresh orphan keep theirs")
+    t.equal(await run(credits.reserved(user.userId)), 1 + 8 + 16, "a live instance, a live pid on this host and a fresh orphan keep theirs")
     await run(sql`UPDATE credit_reservations SET created_at = now() - interval '2 minutes' WHERE id = 'rsv_orphan_new'`)
     t.equal((await db.run(releaseDeadInstances(sweep))).credits, 16, "an orphan older than the bound is given back")
     t.same(await books(user.userId), { ledger: 100, balance: 91, reserved: 9 })
@@ -165,8 +191,8 @@ t.test("credit ledger", async (t) => {
     await fc.assert(
       fc.asyncProperty(fc.array(batch, { minLength: 1, maxLength: 5 }), fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 2, maxLength: 2 }), async (batches, starts) => {
         runs++
-        const users = await Promise.all(starts.map((credits) => run(accounts.createUser({ name: "prop", credits }))))
-        const ids = users.map((u) => u.userId)
+        const created = await Promise.all(starts.map((amount) => run(users.createUser({ name: "prop", credits: amount }))))
+        const ids = created.map((u) => u.userId)
         const slots: Array<Reservation> = []
         // The model: exact while ops run one at a time; concurrent batches make it unknowable,
         // after which only the invariant is checked.
@@ -177,16 +203,16 @@ t.test("credit ledger", async (t) => {
           switch (o.op) {
             case "grant":
             case "refund":
-              return Effect.map(o.op === "grant" ? accounts.grantCredits(ids[o.user]!, o.n) : accounts.refund(ids[o.user]!, o.n), () => {
+              return Effect.map(o.op === "grant" ? credits.grantCredits(ids[o.user]!, o.n) : credits.refund(ids[o.user]!, o.n), () => {
                 balance[o.user]! += o.n
               })
             case "debit":
-              return Effect.map(Effect.exit(accounts.debit(ids[o.user]!, o.n)), (exit) => {
+              return Effect.map(Effect.exit(credits.debit(ids[o.user]!, o.n)), (exit) => {
                 if (modelValid && Exit.isSuccess(exit) !== balance[o.user]! >= o.n) throw new Error("debit disagrees with the model")
                 if (Exit.isSuccess(exit)) balance[o.user]! -= o.n
               })
             case "reserve":
-              return Effect.map(Effect.exit(accounts.reserve(ids[o.user]!, o.n)), (exit) => {
+              return Effect.map(Effect.exit(credits.reserve(ids[o.user]!, o.n)), (exit) => {
                 if (modelValid && Exit.isSuccess(exit) !== balance[o.user]! >= o.n) throw new Error("reserve disagrees with the model")
                 if (Exit.isSuccess(exit)) {
                   slots.push(exit.value)
@@ -204,7 +230,7 @@ t.test("credit ledger", async (t) => {
               if (o.op === "resize") {
                 // Resizing an ended reservation takes it again (the swept case); keep to open ones.
                 if (held === undefined) return Effect.void
-                return Effect.map(Effect.exit(accounts.resize(r, o.n)), (exit) => {
+                return Effect.map(Effect.exit(credits.resize(r, o.n)), (exit) => {
                   if (modelValid && Exit.isSuccess(exit) !== balance[u]! >= o.n - held) throw new Error("resize disagrees with the model")
                   if (Exit.isSuccess(exit)) {
                     balance[u]! -= o.n - (open.get(r.id) ?? 0)
@@ -213,7 +239,7 @@ t.test("credit ledger", async (t) => {
                 })
               }
               const charge = o.op === "settle" ? o.n : 0
-              return Effect.map(accounts.settle(r, charge), (charged) => {
+              return Effect.map(credits.settle(r, charge), (charged) => {
                 const before = open.get(r.id)
                 if (modelValid && charged !== (before === undefined ? 0 : Math.min(before, charge))) throw new Error("settle disagrees with the model")
                 if (before !== undefined) balance[u]! += before - charged
@@ -234,7 +260,7 @@ t.test("credit ledger", async (t) => {
           }
         }
         // Ending everything leaves no reservation and a ledger that adds up to the balance.
-        await run(Effect.all(slots.map((r) => accounts.release(r)), { concurrency: "unbounded", discard: true }))
+        await run(Effect.all(slots.map((r) => credits.release(r)), { concurrency: "unbounded", discard: true }))
         for (const id of ids) {
           const end = await books(id)
           if (end.reserved !== 0 || end.ledger !== end.balance) throw new Error(`after release: ${JSON.stringify(end)}`)

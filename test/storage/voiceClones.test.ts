@@ -7,16 +7,17 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import t from "tap"
-import { Accounts, AccountsLive } from "../../storage/Accounts.ts"
+import { Users } from "../../storage/Users.ts"
 import { makeLocalBlobStore } from "../../storage/BlobStore.ts"
 import { VoiceClones, VoiceClonesLive } from "../../storage/VoiceClones.ts"
+import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 
 t.test("voice clones: per-owner rows, unique active names, soft delete", async (t) => {
-  const db = useTestDatabaseWith(t, Layer.merge(AccountsLive, VoiceClonesLive))
+  const db = useTestDatabaseWith(t, Layer.merge(accountLayers(), VoiceClonesLive))
   const [alice, bob] = await db.run(Effect.all([
-    Effect.flatMap(Accounts, (a) => a.createUser({ name: "alice" })),
-    Effect.flatMap(Accounts, (a) => a.createUser({ name: "bob" }))
+    Effect.flatMap(Users, (a) => a.createUser({ name: "alice" })),
+    Effect.flatMap(Users, (a) => a.createUser({ name: "bob" }))
   ]))
   const clone = (name: string) => ({
     name,

@@ -48,7 +48,7 @@ export const startTestService = async (
     base: `${service.siteUrl}/api/v1`,
     dataDir,
     newUser: (credits = 100_000) =>
-      Effect.runPromise(service.accounts.createUserWithKey({ name: "test", credits })),
+      Effect.runPromise(service.users.createUserWithKey({ name: "test", credits })),
     close
   }
 }

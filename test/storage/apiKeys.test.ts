@@ -1,12 +1,15 @@
 /**
- * Accounts against a fresh database of the mode the environment selects (embedded PGlite, or the
- * PostgreSQL in DATABASE_URL): keys, authentication and its cache, credits under concurrency.
+ * API keys (storage/ApiKeys.ts) against a fresh database of the mode the environment selects
+ * (embedded PGlite, or the PostgreSQL in DATABASE_URL): minting, deleting, authentication and
+ * its cache. Users: users.test.ts; credits: creditLedger.test.ts.
  */
 import { Effect, Exit, Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import t from "tap"
-import { Accounts, accountsLayer, apiKeyScopes, makeAccounts } from "../../storage/Accounts.ts"
 import { hashApiKey } from "../../storage/ApiKey.ts"
+import { ApiKeys, apiKeyScopes, makeApiKeys } from "../../storage/ApiKeys.ts"
+import { Users } from "../../storage/Users.ts"
+import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 
 const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
@@ -17,67 +20,58 @@ const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-t.test("accounts", async (t) => {
-  const db = useTestDatabaseWith(t, accountsLayer({ initialCredits: 100 }))
-  const accounts = await db.run(Effect.service(Accounts))
+t.test("API keys", async (t) => {
+  const db = useTestDatabaseWith(t, accountLayers())
+  const users = await db.run(Effect.service(Users))
+  const keys = await db.run(Effect.service(ApiKeys))
   const run = <A, E>(effect: Effect.Effect<A, E, never>) => db.run(effect)
   const exitOf = <A, E>(effect: Effect.Effect<A, E, never>) => db.run(Effect.exit(effect))
 
   t.test("create a user and a key, then authenticate with it", async (t) => {
-    const user = await run(accounts.createUser({ name: "alice" }))
-    t.match(user.userId, /^usr_[0-9a-f]{20}$/)
-    t.equal(user.credits, 100, "INITIAL_CREDITS applies when no amount is given")
-    const minted = await run(accounts.mintKey(user.userId, "laptop"))
+    const user = await run(users.createUser({ name: "alice" }))
+    const minted = await run(keys.mintKey(user.userId, "laptop"))
     t.match(minted.apiKey, /^sk_svc_[A-Za-z0-9_-]{43}$/)
     t.match(minted.keyId, /^key_[0-9a-f]{20}$/)
     t.equal(minted.prefix, minted.apiKey.slice(0, 11))
-    const principal = await run(accounts.authenticate(minted.apiKey))
+    const principal = await run(keys.authenticate(minted.apiKey))
     t.same(principal, { userId: user.userId, keyId: minted.keyId, scopes: apiKeyScopes })
-    t.same(await run(accounts.authenticate(minted.apiKey)), principal, "cached lookup gives the same principal")
-    const keys = await run(accounts.listKeys(user.userId))
-    t.same(keys.map((k) => [k.keyId, k.name, k.prefix]), [[minted.keyId, "laptop", minted.prefix]])
-  })
-
-  t.test("createUserWithKey", async (t) => {
-    const created = await run(accounts.createUserWithKey({ name: "bob", credits: 5 }))
-    t.equal(await run(accounts.balance(created.userId)), 5)
-    t.equal((await run(accounts.authenticate(created.apiKey))).keyId, created.keyId)
-    const listed = (await run(accounts.listUsers())).find((u) => u.userId === created.userId)
-    t.match(listed, { name: "bob", credits: 5, keyCount: 1 })
+    t.same(await run(keys.authenticate(minted.apiKey)), principal, "cached lookup gives the same principal")
+    const listed = await run(keys.listKeys(user.userId))
+    t.same(listed.map((k) => [k.keyId, k.name, k.prefix]), [[minted.keyId, "laptop", minted.prefix]])
   })
 
   t.test("bad keys are InvalidKey", async (t) => {
-    t.equal(reasonOf(await exitOf(accounts.authenticate("hello"))), "InvalidKey", "no prefix")
-    t.equal(reasonOf(await exitOf(accounts.authenticate("sk_svc_short"))), "InvalidKey", "malformed")
+    t.equal(reasonOf(await exitOf(keys.authenticate("hello"))), "InvalidKey", "no prefix")
+    t.equal(reasonOf(await exitOf(keys.authenticate("sk_svc_short"))), "InvalidKey", "malformed")
     const unknown = "sk_svc_" + "A".repeat(43)
-    t.equal(reasonOf(await exitOf(accounts.authenticate(unknown))), "InvalidKey", "well-formed but unknown")
-    t.equal(reasonOf(await exitOf(accounts.authenticate(unknown))), "InvalidKey", "again, from the negative cache")
+    t.equal(reasonOf(await exitOf(keys.authenticate(unknown))), "InvalidKey", "well-formed but unknown")
+    t.equal(reasonOf(await exitOf(keys.authenticate(unknown))), "InvalidKey", "again, from the negative cache")
   })
 
   t.test("a deleted key is rejected immediately, by id or by the key itself", async (t) => {
-    const created = await run(accounts.createUserWithKey({ name: "carol" }))
-    await run(accounts.authenticate(created.apiKey)) // now cached
-    const deleted = await run(accounts.deleteKey(created.keyId))
+    const created = await run(users.createUserWithKey({ name: "carol" }))
+    await run(keys.authenticate(created.apiKey)) // now cached
+    const deleted = await run(keys.deleteKey(created.keyId))
     t.same(deleted, { keyId: created.keyId, userId: created.userId })
-    t.equal(reasonOf(await exitOf(accounts.authenticate(created.apiKey))), "InvalidKey")
-    t.equal(reasonOf(await exitOf(accounts.deleteKey(created.keyId))), "KeyNotFound", "deleting twice")
+    t.equal(reasonOf(await exitOf(keys.authenticate(created.apiKey))), "InvalidKey")
+    t.equal(reasonOf(await exitOf(keys.deleteKey(created.keyId))), "KeyNotFound", "deleting twice")
 
-    const second = await run(accounts.mintKey(created.userId))
-    await run(accounts.authenticate(second.apiKey))
-    await run(accounts.deleteKey(second.apiKey))
-    t.equal(reasonOf(await exitOf(accounts.authenticate(second.apiKey))), "InvalidKey")
-    t.same(await run(accounts.listKeys(created.userId)), [], "deleted keys are not listed")
+    const second = await run(keys.mintKey(created.userId))
+    await run(keys.authenticate(second.apiKey))
+    await run(keys.deleteKey(second.apiKey))
+    t.equal(reasonOf(await exitOf(keys.authenticate(second.apiKey))), "InvalidKey")
+    t.same(await run(keys.listKeys(created.userId)), [], "deleted keys are not listed")
   })
 
   t.test("a key deleted behind the cache's back: gone within the TTL embedded, at once with LISTEN", async (t) => {
-    // A second Accounts whose TTL is long on PostgreSQL, so only a notification can explain a
-    // quick rejection there; on PGlite nothing notifies, so the TTL (300 ms) is the bound.
+    // A second ApiKeys (a cache of its own) whose TTL is long on PostgreSQL, so only a notification
+    // can explain a quick rejection there; on PGlite nothing notifies, so the TTL (300 ms) is the bound.
     const scope = await run(Scope.make())
     t.teardown(() => run(Scope.close(scope, Exit.void)))
     const strict = await db.run(
-      makeAccounts({ shortTtlMs: db.mode === "postgres" ? 60_000 : 300, listenTtlMs: 60_000 }).pipe(Scope.provide(scope))
+      makeApiKeys({ shortTtlMs: db.mode === "postgres" ? 60_000 : 300, listenTtlMs: 60_000 }).pipe(Scope.provide(scope))
     )
-    const created = await run(strict.createUserWithKey({ name: "dave" }))
+    const created = await run(users.createUserWithKey({ name: "dave" }))
     await run(strict.authenticate(created.apiKey))
     await db.run(Effect.gen(function*() {
       const sql = yield* SqlClient
@@ -103,8 +97,8 @@ t.test("accounts", async (t) => {
     // database) a key in use expired and missed.
     const scope = await run(Scope.make())
     t.teardown(() => run(Scope.close(scope, Exit.void)))
-    const warm = await db.run(makeAccounts({ shortTtlMs: 400, listenTtlMs: 400 }).pipe(Scope.provide(scope)))
-    const created = await run(warm.createUserWithKey({ name: "frank" }))
+    const warm = await db.run(makeApiKeys({ shortTtlMs: 400, listenTtlMs: 400 }).pipe(Scope.provide(scope)))
+    const created = await run(users.createUserWithKey({ name: "frank" }))
     await run(warm.authenticate(created.apiKey))
     const hit = () => Exit.isSuccess(Effect.runSyncExit(warm.authenticate(created.apiKey)))
     for (let waited = 0; !hit() && waited < 5_000; waited += 20) await sleep(20)
@@ -133,8 +127,8 @@ t.test("accounts", async (t) => {
     // and so cannot (runSyncExit then reports an AsyncFiberError).
     const scope = await run(Scope.make())
     t.teardown(() => run(Scope.close(scope, Exit.void)))
-    const warm = await db.run(makeAccounts({ shortTtlMs: 2_000, listenTtlMs: 2_000 }).pipe(Scope.provide(scope)))
-    const created = await run(warm.createUserWithKey({ name: "erin" }))
+    const warm = await db.run(makeApiKeys({ shortTtlMs: 2_000, listenTtlMs: 2_000 }).pipe(Scope.provide(scope)))
+    const created = await run(users.createUserWithKey({ name: "erin" }))
     await run(warm.authenticate(created.apiKey))
     // On PostgreSQL the key's own INSERT notifies a moment later and evicts it; the next refresh
     // brings it back. From then on it must stay.
@@ -160,7 +154,7 @@ t.test("accounts", async (t) => {
   })
 
   t.test("keys are stored only as their sha256", async (t) => {
-    const created = await run(accounts.createUserWithKey({ name: "frank" }))
+    const created = await run(users.createUserWithKey({ name: "frank" }))
     const rows = await db.run(Effect.gen(function*() {
       const sql = yield* SqlClient
       return yield* sql<Record<string, unknown>>`SELECT * FROM api_keys WHERE id = ${created.keyId}`
@@ -174,30 +168,9 @@ t.test("accounts", async (t) => {
     }
   })
 
-  t.test("credits: 200 concurrent debits of 1 against 50 never overdraw", async (t) => {
-    const user = await run(accounts.createUser({ name: "grace", credits: 50 }))
-    const exits = await run(
-      Effect.forEach(Array.from({ length: 200 }), () => Effect.exit(accounts.debit(user.userId, 1)), { concurrency: "unbounded" })
-    )
-    const succeeded = exits.filter(Exit.isSuccess)
-    t.equal(succeeded.length, 50, "exactly 50 debits succeed")
-    t.ok(exits.filter(Exit.isFailure).every((e) => reasonOf(e) === "InsufficientCredits"), "the rest are InsufficientCredits")
-    t.same(new Set(succeeded.map((e) => e.value)).size, 50, "each success saw a distinct remaining balance")
-    t.equal(await run(accounts.balance(user.userId)), 0)
-  })
-
-  t.test("credits: debit, refund, grant, and their failures", async (t) => {
-    const user = await run(accounts.createUser({ name: "heidi", credits: 10 }))
-    t.equal(await run(accounts.debit(user.userId, 4)), 6)
-    t.equal(await run(accounts.refund(user.userId, 4)), 10)
-    t.equal(await run(accounts.grantCredits(user.userId, 90)), 100)
-    t.equal(reasonOf(await exitOf(accounts.debit(user.userId, 101))), "InsufficientCredits")
-    t.equal(await run(accounts.balance(user.userId)), 100, "a refused debit takes nothing")
-    t.equal(reasonOf(await exitOf(accounts.debit("usr_missing", 1))), "UserNotFound")
-    t.equal(reasonOf(await exitOf(accounts.grantCredits("usr_missing", 1))), "UserNotFound")
-    t.equal(reasonOf(await exitOf(accounts.balance("usr_missing"))), "UserNotFound")
-    t.equal(reasonOf(await exitOf(accounts.mintKey("usr_missing"))), "UserNotFound")
-    t.equal(reasonOf(await exitOf(accounts.listKeys("usr_missing"))), "UserNotFound")
-    t.equal(reasonOf(await exitOf(accounts.deleteKey("key_missing"))), "KeyNotFound")
+  t.test("unknown users and keys", async (t) => {
+    t.equal(reasonOf(await exitOf(keys.mintKey("usr_missing"))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(keys.listKeys("usr_missing"))), "UserNotFound")
+    t.equal(reasonOf(await exitOf(keys.deleteKey("key_missing"))), "KeyNotFound")
   })
 })

@@ -1,5 +1,6 @@
 /**
- * Users, API keys and credits: who is calling, and may they spend.
+ * API keys: minting, deleting, listing, and `authenticate`, which turns a key into a `Principal`
+ * (the one credential type; protocol/Http.ts and the bridges in runtime/ use it as it is here).
  *
  * `authenticate` runs on every request, so key lookups are cached in memory by key hash, with
  * bounds on both memory and staleness:
@@ -17,24 +18,19 @@
  *   key in use therefore never misses the cache, so authenticating it needs no I/O and
  *   completes synchronously, which the WebSocket upgrade relies on (runtime/WebSocketServer.ts);
  *   the staleness bounds above stay as they are.
+ * Sessions that outlive one request (WebSocket) learn of their key's deletion through
+ * `watchRevocations`, within the same bounds.
  *
- * Credits are never cached: `debit` and `reserve` are one conditional UPDATE, so concurrent
- * spenders cannot overdraw an account, on any number of processes. Work whose cost is known only
- * at its end holds a reservation (`reserve`, then `settle` or `release`), which a crash cannot
- * leave charged: storage/InstanceRegistry.ts gives back reservations of dead processes. Every
- * grant, debit and refund is written to the ledger (storage/CreditLedger.ts), listed by `ledger`.
+ * Key format and hashing: storage/ApiKey.ts. Users: storage/Users.ts.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Data, Duration, Effect, Latch, Layer, Option, Queue, Schedule, type Scope } from "effect"
+import { Context, Duration, Effect, Latch, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
+import { AccountsError, userNotFound } from "./AccountsError.ts"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
 import { BoundedCache } from "./BoundedCache.ts"
-import { type CreditOrigin, type LedgerEntry, type LedgerPage, makeCreditMethods, type Reservation } from "./CreditLedger.ts"
 import { Database } from "./Database.ts"
-import { newInstanceId } from "./InstanceRegistry.ts"
-
-export type { CreditOrigin, LedgerEntry, LedgerPage, Reservation } from "./CreditLedger.ts"
 
 export interface Principal {
   readonly userId: string
@@ -45,23 +41,6 @@ export interface Principal {
 
 /** What an API key may do: everything (keys are the owner's own credential). */
 export const apiKeyScopes: ReadonlyArray<string> = Object.freeze(["tts", "asr", "voices", "summary", "translate", "denoise"])
-
-export class AccountsError extends Data.TaggedError("AccountsError")<{
-  readonly reason: "InvalidKey" | "UserNotFound" | "KeyNotFound" | "InsufficientCredits"
-  readonly message: string
-}> {}
-
-export interface User {
-  readonly userId: string
-  readonly name: string
-  readonly credits: number
-  readonly createdAt: Date
-}
-
-export interface UserSummary extends User {
-  /** Keys not deleted. */
-  readonly keyCount: number
-}
 
 export interface KeyInfo {
   readonly keyId: string
@@ -92,47 +71,13 @@ export interface KeyWatch {
   readonly revoked: (keyIds: ReadonlyArray<string>) => void
 }
 
-export interface AccountsShape {
+export interface ApiKeysShape {
   readonly authenticate: (apiKey: string) => Effect.Effect<Principal, AccountsError | SqlError>
-  readonly createUser: (input: { readonly name: string; readonly credits?: number | undefined }) => Effect.Effect<User, SqlError>
-  readonly createUserWithKey: (input: {
-    readonly name: string
-    readonly credits?: number | undefined
-  }) => Effect.Effect<{ readonly userId: string; readonly apiKey: string; readonly keyId: string }, SqlError>
+  /** UserNotFound when there is no such user. Usable inside a transaction (Users.createUserWithKey). */
   readonly mintKey: (userId: string, name?: string) => Effect.Effect<MintedKey, AccountsError | SqlError>
   /** Takes a key id (`key_…`) or the full key (`sk_svc_…`). */
   readonly deleteKey: (keyIdOrKey: string) => Effect.Effect<DeletedKey, AccountsError | SqlError>
   readonly listKeys: (userId: string) => Effect.Effect<ReadonlyArray<KeyInfo>, AccountsError | SqlError>
-  readonly listUsers: () => Effect.Effect<ReadonlyArray<UserSummary>, SqlError>
-  /** Adds credits; returns the new balance. */
-  readonly grantCredits: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<number, AccountsError | SqlError>
-  readonly balance: (userId: string) => Effect.Effect<number, AccountsError | SqlError>
-  /** The user with its current balance. */
-  readonly getUser: (userId: string) => Effect.Effect<User, AccountsError | SqlError>
-  /** Spends credits atomically; returns the remaining balance, or fails with InsufficientCredits. */
-  readonly debit: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<number, AccountsError | SqlError>
-  /** Gives back credits debited for work that then failed; returns the new balance. */
-  readonly refund: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<number, AccountsError | SqlError>
-  /**
-   * Holds `amount` credits (taken from the balance, InsufficientCredits when short) for work
-   * whose cost is known at its end. Uninterruptible: once it ran, its outcome is the caller's.
-   * End every reservation with `settle` or `release` (from a finalizer: `Effect.ensuring`,
-   * `Effect.onExit`, `Effect.acquireRelease`); one of a process that dies is given back whole.
-   */
-  readonly reserve: (userId: string, amount: number, origin?: CreditOrigin) => Effect.Effect<Reservation, AccountsError | SqlError>
-  /** Makes the reservation hold `amount`; growing needs the balance (InsufficientCredits, unchanged). */
-  readonly resize: (reservation: Reservation, amount: number) => Effect.Effect<Reservation, AccountsError | SqlError>
-  /**
-   * Charges `charged` (at most what is held) as one ledger debit and gives back the rest;
-   * returns what was charged. Idempotent: a reservation already ended charges nothing.
-   */
-  readonly settle: (reservation: Reservation, charged: number) => Effect.Effect<number, SqlError>
-  /** Gives the whole reservation back (settle with 0). Idempotent. */
-  readonly release: (reservation: Reservation) => Effect.Effect<void, SqlError>
-  /** Credits of the user held by open reservations (not part of `balance`). */
-  readonly reserved: (userId: string) => Effect.Effect<number, SqlError>
-  /** The user's ledger entries, newest first. */
-  readonly ledger: (userId: string, page?: LedgerPage) => Effect.Effect<ReadonlyArray<LedgerEntry>, AccountsError | SqlError>
   /**
    * Tells `watch` which of its keys were deleted, for as long as the scope is open. A session that
    * authenticated once must learn of a revocation itself: checks run right after any key change
@@ -144,11 +89,9 @@ export interface AccountsShape {
   readonly watchRevocations: (watch: KeyWatch) => Effect.Effect<{ readonly recheck: () => void }, never, Scope.Scope>
 }
 
-export class Accounts extends Context.Service<Accounts, AccountsShape>()("speech/storage/Accounts") {}
+export class ApiKeys extends Context.Service<ApiKeys, ApiKeysShape>()("speech/storage/ApiKeys") {}
 
-export interface AccountsOptions {
-  /** Credits of a user created without an explicit amount (INITIAL_CREDITS). Default 0. */
-  readonly initialCredits?: number
+export interface ApiKeysOptions {
   /** Staleness bound where no notification can be relied on, ms. Default 2000. */
   readonly shortTtlMs?: number
   /** Lifetime of a cached key while LISTEN is confirmed (a safety net only), ms. Default 300000. */
@@ -157,8 +100,6 @@ export interface AccountsOptions {
   readonly maxCachedKeys?: number
   /** Cached unknown keys. Default 1000. */
   readonly maxCachedUnknownKeys?: number
-  /** The instance that holds this process's reservations (storage/InstanceRegistry.ts). Default: a new id. */
-  readonly instanceId?: string
 }
 
 /** A key used within this window is kept warm in the cache, ms. */
@@ -168,25 +109,14 @@ const IN_USE_WINDOW_MS = 60_000
 const keyChannel = "speech_api_keys"
 
 const invalidKey = () => new AccountsError({ reason: "InvalidKey", message: "invalid API key" })
-const userNotFound = (userId: string) => new AccountsError({ reason: "UserNotFound", message: `no user ${userId}` })
 
-/** Amounts come from our own code and the CLI, which validates first: anything else is a bug. */
-const requireAmount = (operation: string, amount: number): Effect.Effect<void> =>
-  Number.isSafeInteger(amount) && amount >= 0
-    ? Effect.void
-    : Effect.die(new RangeError(`Accounts.${operation}: amount must be a non-negative safe integer, got ${amount}`))
-
-const toNumber = (value: bigint | number | string): number => Number(value)
-
-export const makeAccounts = (options: AccountsOptions = {}) =>
+export const makeApiKeys = (options: ApiKeysOptions = {}) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient
     const database = yield* Effect.serviceOption(Database)
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    const initialCredits = options.initialCredits ?? 0
     const shortTtlMs = options.shortTtlMs ?? 2_000
     const listenTtlMs = options.listenTtlMs ?? 300_000
-    const instanceId = options.instanceId ?? newInstanceId()
 
     const known = new BoundedCache<string, Principal>(options.maxCachedKeys ?? 10_000)
     const unknown = new BoundedCache<string, true>(options.maxCachedUnknownKeys ?? 1_000)
@@ -335,7 +265,7 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         () => Effect.sync(() => void watches.delete(watch))
       )
 
-    const authenticate = Effect.fn("Accounts.authenticate")(function*(apiKey: string) {
+    const authenticate = Effect.fn("ApiKeys.authenticate")(function*(apiKey: string) {
       if (!isWellFormedApiKey(apiKey)) return yield* invalidKey()
       const hash = hashApiKey(apiKey)
       const hashHex = hash.toString("hex")
@@ -360,22 +290,6 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
       return principal
     })
 
-    const insertUser = (name: string, credits: number) =>
-      Effect.gen(function*() {
-        yield* requireAmount("createUser", credits)
-        const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date }>`
-          WITH u AS (
-            INSERT INTO users (id, name, credits) VALUES (${randomId("usr")}, ${name}, ${credits})
-            RETURNING id, name, credits, created_at
-          ), l AS (
-            INSERT INTO credit_ledger (user_id, kind, amount, balance_after, purpose)
-            SELECT id, 'grant', credits, credits, 'new user' FROM u WHERE credits > 0
-          )
-          SELECT id, name, credits, created_at FROM u`
-        const row = rows[0]!
-        return { userId: row.id, name: row.name, credits: toNumber(row.credits), createdAt: row.created_at } satisfies User
-      })
-
     /** None when the user does not exist. */
     const insertKey = (userId: string, name: string) =>
       Effect.gen(function*() {
@@ -393,29 +307,13 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         return Option.some<MintedKey>({ keyId, apiKey, prefix })
       })
 
-    const createUser = Effect.fn("Accounts.createUser")(function*(input: { readonly name: string; readonly credits?: number | undefined }) {
-      return yield* insertUser(input.name, input.credits ?? initialCredits)
-    })
-
-    const createUserWithKey = Effect.fn("Accounts.createUserWithKey")(function*(input: {
-      readonly name: string
-      readonly credits?: number | undefined
-    }) {
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const user = yield* insertUser(input.name, input.credits ?? initialCredits)
-        const key = yield* insertKey(user.userId, "default")
-        if (Option.isNone(key)) return yield* Effect.die(new Error("user vanished inside its own transaction"))
-        return { userId: user.userId, apiKey: key.value.apiKey, keyId: key.value.keyId }
-      }))
-    })
-
-    const mintKey = Effect.fn("Accounts.mintKey")(function*(userId: string, name?: string) {
+    const mintKey = Effect.fn("ApiKeys.mintKey")(function*(userId: string, name?: string) {
       const key = yield* insertKey(userId, name ?? "default")
       if (Option.isNone(key)) return yield* userNotFound(userId)
       return key.value
     })
 
-    const deleteKey = Effect.fn("Accounts.deleteKey")(function*(keyIdOrKey: string) {
+    const deleteKey = Effect.fn("ApiKeys.deleteKey")(function*(keyIdOrKey: string) {
       const rows = keyIdOrKey.startsWith(apiKeyPrefix)
         ? yield* sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
             UPDATE api_keys SET deleted_at = now()
@@ -436,7 +334,7 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
     const userExists = (userId: string) =>
       Effect.map(sql`SELECT 1 FROM users WHERE id = ${userId}`, (rows) => rows.length > 0)
 
-    const listKeys = Effect.fn("Accounts.listKeys")(function*(userId: string) {
+    const listKeys = Effect.fn("ApiKeys.listKeys")(function*(userId: string) {
       const rows = yield* sql<{ id: string; user_id: string; name: string; key_prefix: string; created_at: Date }>`
         SELECT id, user_id, name, key_prefix, created_at FROM api_keys
         WHERE user_id = ${userId} AND deleted_at IS NULL
@@ -450,69 +348,16 @@ export const makeAccounts = (options: AccountsOptions = {}) =>
         createdAt: row.created_at
       }))
     })
-
-    const listUsers = Effect.fn("Accounts.listUsers")(function*() {
-      const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date; key_count: bigint }>`
-        SELECT u.id, u.name, u.credits, u.created_at,
-               count(k.id) FILTER (WHERE k.deleted_at IS NULL) AS key_count
-        FROM users u LEFT JOIN api_keys k ON k.user_id = u.id
-        GROUP BY u.id
-        ORDER BY u.created_at, u.id`
-      return rows.map((row): UserSummary => ({
-        userId: row.id,
-        name: row.name,
-        credits: toNumber(row.credits),
-        createdAt: row.created_at,
-        keyCount: toNumber(row.key_count)
-      }))
-    })
-
-    const balance = Effect.fn("Accounts.balance")(function*(userId: string) {
-      const rows = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
-      const row = rows[0]
-      if (row === undefined) return yield* userNotFound(userId)
-      return toNumber(row.credits)
-    })
-
-    const getUser = Effect.fn("Accounts.getUser")(function*(userId: string) {
-      const rows = yield* sql<{ id: string; name: string; credits: bigint; created_at: Date }>`
-        SELECT id, name, credits, created_at FROM users WHERE id = ${userId}`
-      const row = rows[0]
-      if (row === undefined) return yield* userNotFound(userId)
-      return { userId: row.id, name: row.name, credits: toNumber(row.credits), createdAt: row.created_at } satisfies User
-    })
-
-    const credits = makeCreditMethods({
-      sql,
-      instanceId,
-      userNotFound,
-      insufficient: (needed, has) =>
-        new AccountsError({ reason: "InsufficientCredits", message: `this needs ${needed} credits and the account has ${has}` }),
-      requireAmount
-    })
-
-    return Accounts.of({
-      authenticate,
-      createUser,
-      createUserWithKey,
-      mintKey,
-      deleteKey,
-      listKeys,
-      listUsers,
-      balance,
-      getUser,
-      ...credits,
-      watchRevocations
-    })
+    return ApiKeys.of({ authenticate, mintKey, deleteKey, listKeys, watchRevocations })
   })
 
 /** Never echo a full key back (it may land in a log): keep its display prefix only. */
 const describeKey = (keyIdOrKey: string): string =>
   keyIdOrKey.startsWith(apiKeyPrefix) ? `${displayPrefix(keyIdOrKey)}…` : keyIdOrKey
 
-/** Accounts over the `SqlClient` in context; uses LISTEN when the `Database` says it crosses processes. */
-export const accountsLayer = (options: AccountsOptions = {}): Layer.Layer<Accounts, never, SqlClient> =>
-  Layer.effect(Accounts, makeAccounts(options))
+/** API keys over the `SqlClient` in context; uses LISTEN when the `Database` says it crosses processes. */
+export const apiKeysLayer = (options: ApiKeysOptions = {}): Layer.Layer<ApiKeys, never, SqlClient> =>
+  Layer.effect(ApiKeys, makeApiKeys(options))
 
-/** Accounts with default options (new users start with 0 credits unless told otherwise). */
-export const AccountsLive: Layer.Layer<Accounts, never, SqlClient> = accountsLayer()
+/** API keys with the default cache bounds. */
+export const ApiKeysLive: Layer.Layer<ApiKeys, never, SqlClient> = apiKeysLayer()
