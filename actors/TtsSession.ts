@@ -35,8 +35,8 @@ import { SPEED_MAX, SPEED_MIN } from "../engines/tts/TtsEngine.ts"
 import { Accounts } from "../storage/Accounts.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
-import { type Chunk, takeChunks, toChunk } from "./TextChunker.ts"
-import { countCharacters } from "./TextLength.ts"
+import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
+import { countCharacters } from "../engines/text/TextLength.ts"
 import {
   audioFrame,
   cancelledFrame,
