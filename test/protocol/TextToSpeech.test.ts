@@ -566,7 +566,7 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
       return yield* makeHttpServer({
         host: "127.0.0.1",
         port: 0,
-        router: new Router(ttsRoutes({ apiBase: "/api/v1", siteUrl: () => "http://site.test", maxJsonBodyBytes: 1 << 20, ahead: 2 })),
+        router: new Router(ttsRoutes({ apiBase: "/api/v1", maxJsonBodyBytes: 1 << 20, ahead: 2 })),
         authenticate: (c) => accounts.authenticate(c),
         metrics: new HttpMetrics(ctx)
       })
