@@ -4,10 +4,10 @@
  * checks compare renderings of the same text with each other (louder, slower, noisier, wider
  * pitch range) rather than against absolute numbers where the engines decide.
  */
-import { fftInPlace } from "../../engines/audio/Fft.ts"
+import { fftInPlace } from "../../../engines/audio/Fft.ts"
 import t from "tap"
-import { durationMs, rms } from "../../engines/audio/Pcm.ts"
-import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
+import { durationMs, rms } from "../../../engines/audio/Pcm.ts"
+import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
 import {
   CHUCKLE_MS,
   crossfadeConcat,
@@ -18,11 +18,11 @@ import {
   reshapePitch,
   softLimit,
   whisperVariant
-} from "../../engines/tts/Expressive.ts"
-import { expressiveTasks, type ExpressiveInput } from "../../engines/tts/expressiveTasks.ts"
-import { EMOTIONS, expressiveSegments, hasExpressiveTags, parseExpressive, STYLES, type ExpressivePart } from "../../engines/tts/ExpressiveTags.ts"
-import { FliteTts } from "../../engines/tts/FliteTts.ts"
-import type { EngineVoice, TtsEngine } from "../../engines/tts/TtsEngine.ts"
+} from "../../../engines/tts/Expressive.ts"
+import { expressiveTasks, type ExpressiveInput } from "../../../engines/tts/expressiveTasks.ts"
+import { EMOTIONS, expressiveSegments, hasExpressiveTags, parseExpressive, STYLES, type ExpressivePart } from "../../../engines/tts/ExpressiveTags.ts"
+import { FliteTts } from "../../../engines/tts/FliteTts.ts"
+import type { EngineVoice, TtsEngine } from "../../../engines/tts/TtsEngine.ts"
 
 const espeak = await EspeakTts.load()
 const flite = await FliteTts.load()
