@@ -18,7 +18,7 @@
  * `1 credit = 1 character` is also what GET /v1/user reports as `character_limit`.
  */
 import { AccountsError } from "../storage/AccountsError.ts"
-import { countCharacters } from "./TextLength.ts"
+import { countCharacters } from "../engines/text/TextLength.ts"
 
 /** Ledger `purpose` of each way credits are spent (shown on the usage page). */
 export const CreditPurpose = {

@@ -13,7 +13,7 @@ import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import { type OutputFormat, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import { wavHeader } from "../engines/audio/Wav.ts"
-import { type Segment, segmentSentences } from "../engines/tts/Segmenter.ts"
+import { type Segment, segmentSentences } from "../engines/text/Segmenter.ts"
 import { type ExpressivePart, expressiveSegments, hasExpressiveTags, parseExpressive } from "../engines/tts/ExpressiveTags.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { Priority } from "../engines/Inference.ts"
@@ -22,7 +22,7 @@ import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { synthesizeInOrder } from "./SentenceStream.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
-import { countCharacters } from "./TextLength.ts"
+import { countCharacters } from "../engines/text/TextLength.ts"
 
 /** SPEC 8. */
 export const MAX_TEXT_CHARS = 8000
@@ -57,7 +57,7 @@ export interface PreparedSpeech {
   readonly expressive?: ReadonlyArray<ReadonlyArray<ExpressivePart>>
 }
 
-/** Characters are code points (actors/TextLength.ts): 4,000 emoji are 4,000 characters. */
+/** Characters are code points (engines/text/TextLength.ts): 4,000 emoji are 4,000 characters. */
 export const checkText = (text: string) => {
   if (text.trim().length === 0) {
     return Effect.fail(new SpeechError({ reason: "InvalidRequest", message: "text must contain at least one non-blank character" }))

@@ -36,8 +36,8 @@ import { Credits } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
-import { type Chunk, takeChunks, toChunk } from "./TextChunker.ts"
-import { countCharacters } from "./TextLength.ts"
+import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
+import { countCharacters } from "../engines/text/TextLength.ts"
 import {
   audioFrame,
   cancelledFrame,

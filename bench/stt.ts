@@ -25,7 +25,7 @@
  * (b), default 2 × max workers), BENCH_MAX_WORKERS (default CPU count), BENCH_INPUT (ogg | wav).
  * `--smoke` (BENCH_SMOKE=1): 4 s of speech, one round, one worker, a 2 MB upload in (c).
  */
-import { SENTENCES, VOICES } from "../test/engines/asr/speechFixtures.ts"
+import { SENTENCES, VOICES } from "./speechText.ts"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"

@@ -16,7 +16,7 @@ import { SpeakerLabellerLive } from "../actors/Diarization.ts"
 import { sttRoutes } from "../protocol/routes/stt.ts"
 import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
 import { userRoutes } from "../protocol/routes/user.ts"
-import { voiceRoutes } from "../protocol/routes/voices.ts"
+import { voiceCatalogueRoutes, voiceRoutes } from "../protocol/routes/voices.ts"
 import { localBlobStoreLayer } from "../storage/BlobStore.ts"
 import { VoiceClonesLive } from "../storage/VoiceClones.ts"
 import * as path from "node:path"
@@ -113,9 +113,9 @@ export const startServer = Effect.gen(function*() {
 
   const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
+    ...voiceCatalogueRoutes({ apiBase: config.apiBase, siteUrl: () => siteUrl }),
     ...ttsRoutes({
       apiBase: config.apiBase,
-      siteUrl: () => siteUrl,
       maxJsonBodyBytes: config.maxJsonBodyBytes,
       ahead: config.workers
     }),

@@ -18,7 +18,7 @@
  *    Rough (±10 %) on real speech; a relative measure between two voices is what is used.
  */
 import { levinson } from "../audio/Lpc.ts"
-import { PowerSpectrum } from "../speaker/Fft.ts"
+import { PowerSpectrum } from "../audio/Fft.ts"
 import { frameCount, FRAME_SAMPLES, HOP_SAMPLES } from "../speaker/FrameFeatures.ts"
 import { pitchTrack } from "../speaker/Pitch.ts"
 

@@ -14,7 +14,7 @@
  *  - `f0`: Hz, 0 when unvoiced (Pitch.ts).
  * Arrays are frame-major: row i starts at i·width.
  */
-import { PowerSpectrum } from "./Fft.ts"
+import { PowerSpectrum } from "../audio/Fft.ts"
 import { pitchTrack } from "./Pitch.ts"
 
 export const SAMPLE_RATE = 16000

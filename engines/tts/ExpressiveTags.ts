@@ -29,7 +29,7 @@
  * exactly `charEnd - charStart` characters: dropped tags inside it are blanked with spaces, so an
  * offset into the part's text plus `charStart` is an offset into the request.
  */
-import { segmentSentences } from "./Segmenter.ts"
+import { segmentSentences } from "../text/Segmenter.ts"
 
 export const EMOTIONS = ["raev", "aukartus", "rahulolu", "sihikindlus", "kurbus", "ehmatus"] as const
 export const STYLES = ["huue", "sosin", "laul"] as const

@@ -21,7 +21,7 @@ import { readdirSync, readFileSync } from "node:fs"
 import * as ort from "onnxruntime-node"
 import { EspeakRuntime, type EspeakSession } from "./EspeakRuntime.ts"
 import { makeRandomOpsDeterministic } from "./OnnxProto.ts"
-import { segmentSentences } from "./Segmenter.ts"
+import { segmentSentences } from "../text/Segmenter.ts"
 import { CONTROL, type PiperVoiceConfig, readConfig } from "./PiperConfig.ts"
 export type { PiperVoiceConfig } from "./PiperConfig.ts"
 import {

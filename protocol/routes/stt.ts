@@ -6,7 +6,7 @@ import { Effect } from "effect"
 import { readFileSync, rmSync } from "node:fs"
 
 import { randomBytes } from "node:crypto"
-import { fetchToFile } from "../../actors/RemoteMedia.ts"
+import { fetchToFile } from "../../storage/RemoteMedia.ts"
 import { additionalFormats, knownFormats, transcriptText, transcriptWords } from "../../actors/Transcript.ts"
 import { Transcriber } from "../../actors/Transcription.ts"
 import { badRequest } from "../ApiError.ts"

@@ -1,7 +1,8 @@
 /**
- * Voice clone routes: SPEC endpoint 2 (POST /voices/add) and, beyond the spec because the
- * ElevenLabs SDKs call it, DELETE /voices/{voice_id}. Listing, getting and previewing clones
- * share the preset routes in tts.ts.
+ * Voice routes. The catalogue (SPEC endpoints 1 and 3, and beyond the spec because the
+ * ElevenLabs SDKs call them: GET /voices/{voice_id}, the v2 search, the settings): the presets
+ * plus the caller's own clones, listed, got and previewed alike. Clone management: SPEC endpoint 2
+ * (POST /voices/add) and, beyond the spec, DELETE /voices/{voice_id} and POST …/edit.
  *
  * POST /voices/add takes what ElevenLabs' `voices.ivc.create` sends: `files` (repeated; the
  * first is used), `name`, `description`, `labels` (a JSON object as a string),
@@ -16,12 +17,190 @@
  * cannot be deleted, which is not the same as "not found").
  */
 import { Effect, Schema } from "effect"
+import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
 import { MAX_NAME_CHARS, VoiceCloning } from "../../actors/VoiceCloning.ts"
-import { Synthesizer } from "../../actors/Synthesizer.ts"
-import { ApiError, badRequest, notFound } from "../ApiError.ts"
-import { Reply, type Route } from "../Http.ts"
+import { encodeWav } from "../../engines/audio/Wav.ts"
+import type { PresetVoice } from "../../engines/tts/Voices.ts"
+import type { VoiceCloneRow } from "../../storage/VoiceClones.ts"
+import { ApiError, badRequest, notFound, unauthorized } from "../ApiError.ts"
+import { decodeQuery } from "../decode.ts"
+import { Reply, type RequestContext, type Route } from "../Http.ts"
 import { withMultipart } from "../MultipartForm.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
+import { Voice, VoiceSettings, VoicesList, VoicesPage } from "../schemas/Tts.ts"
+import { searchVoices, VoicesSearchQuery } from "../VoiceSearch.ts"
+
+export interface VoiceCatalogueOptions {
+  readonly apiBase: string
+  /** The public origin for `preview_url`; known only after listening when PORT=0. */
+  readonly siteUrl: () => string
+}
+
+const voiceJson = (v: PresetVoice, siteUrl: string, apiBase: string): typeof Voice.Type => ({
+  voice_id: v.voiceId,
+  name: v.name,
+  category: v.category,
+  description: v.description,
+  preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(v.voiceId)}/preview`,
+  labels: { ...v.labels }
+})
+
+/**
+ * A clone as SPEC 2.2 Voice; its preview needs the owner's credential. `labels.language` is the
+ * clone's language (given, or worked out from the sample), as presets show theirs.
+ */
+export const cloneJson = (c: VoiceCloneRow, siteUrl: string, apiBase: string): typeof Voice.Type => ({
+  voice_id: c.voiceId,
+  name: c.name,
+  category: "cloned",
+  description: c.description,
+  preview_url: `${siteUrl}${apiBase}/voices/${encodeURIComponent(c.voiceId)}/preview`,
+  labels: { ...c.labels, language: c.language }
+})
+
+/** The caller's clones when clone storage is configured (VoiceCloning provided), else none. */
+const callerClones = (userId: string | undefined) =>
+  Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
+    cloning._tag === "None" || userId === undefined ? Effect.succeed([] as ReadonlyArray<VoiceCloneRow>) : cloning.value.listClones(userId))
+
+/**
+ * What GET /voices/{id}/settings reports for every voice: ElevenLabs' defaults. Requests may
+ * send any of them; only `speed` changes the audio here (SPEC 2.4).
+ */
+const DEFAULT_VOICE_SETTINGS: typeof VoiceSettings.Type = { stability: 0.5, similarity_boost: 0.75, style: 0, use_speaker_boost: true, speed: 1 }
+
+/** GET /voices, /v2/voices, /voices/{voice_id}, the settings and the preview (mounted before the TTS routes). */
+export const voiceCatalogueRoutes = (options: VoiceCatalogueOptions): ReadonlyArray<Route<Synthesizer>> => {
+  const { apiBase } = options
+
+  /** A preset, or the caller's own clone; anyone else's clone is the same 404 as an unknown id. */
+  const voiceById = (ctx: RequestContext) =>
+    Effect.flatMap(Synthesizer, (s) => {
+      const voiceId = ctx.params.voice_id!
+      const unknown = notFound(`voice "${voiceId}" not found`, "voice_not_found")
+      const preset = s.findVoice(voiceId)
+      if (preset !== undefined) return Effect.succeed(voiceJson(preset, options.siteUrl(), apiBase))
+      if (!voiceId.startsWith("vc_") || ctx.principal === null) return Effect.fail(unknown)
+      return Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
+        cloning._tag === "None"
+          ? Effect.fail(unknown)
+          : Effect.map(cloning.value.getClone(ctx.principal!.userId, voiceId), (c) => cloneJson(c, options.siteUrl(), apiBase)))
+    })
+
+  // Previews are short and the same forever: synthesize once per voice, keep the bytes.
+  const previews = new Map<string, Promise<Uint8Array> | Uint8Array>()
+
+  return [
+    {
+      method: "GET",
+      path: `${apiBase}/voices`,
+      auth: "key",
+      operationId: "listVoices",
+      summary: "All preset voices plus the caller's clones",
+      tags: ["voices"],
+      responses: { 200: { description: "voices", schema: VoicesList } },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const s = yield* Synthesizer
+          const clones = yield* callerClones(ctx.principal?.userId)
+          const voices = [
+            ...s.voices.map((v) => voiceJson(v, options.siteUrl(), apiBase)),
+            ...clones.map((c) => cloneJson(c, options.siteUrl(), apiBase))
+          ]
+          return Reply.json(200, { voices })
+        })
+    },
+    {
+      method: "GET",
+      // The v2 list sits beside v1 under the same /api prefix (…/v1 → …/v2).
+      path: `${apiBase.replace(/\/v1$/, "/v2")}/voices`,
+      auth: "key",
+      operationId: "searchVoices",
+      summary: "Voices, filtered and paged as the SDKs' voices.search() asks (protocol/VoiceSearch.ts)",
+      tags: ["voices"],
+      query: VoicesSearchQuery,
+      responses: { 200: { description: "one page of voices", schema: VoicesPage }, 400: { description: "malformed query", schema: ErrorBody } },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          yield* decodeQuery(VoicesSearchQuery, ctx)
+          const s = yield* Synthesizer
+          const clones = yield* callerClones(ctx.principal?.userId)
+          const page = searchVoices([
+            ...s.voices.map((v) => ({ json: voiceJson(v, options.siteUrl(), apiBase), language: v.engineVoice.language, createdAtUnix: 0 })),
+            ...clones.map((c) => ({ json: cloneJson(c, options.siteUrl(), apiBase), language: c.language, createdAtUnix: Math.floor(c.createdAt.getTime() / 1000) }))
+          ], ctx.request.query)
+          return page instanceof ApiError ? yield* page : Reply.json(200, page)
+        })
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/{voice_id}`,
+      auth: "key",
+      operationId: "getVoice",
+      summary: "One voice",
+      tags: ["voices"],
+      responses: { 200: { description: "the voice", schema: Voice }, 404: { description: "unknown voice", schema: ErrorBody } },
+      handler: (ctx) => Effect.map(voiceById(ctx), (voice) => Reply.json(200, voice))
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/settings/default`,
+      // Public as at ElevenLabs: constant data, and elevenlabs-node calls it without a key.
+      auth: "none",
+      operationId: "getDefaultVoiceSettings",
+      summary: "Default voice settings (beyond the SPEC, for the SDKs); only speed changes the audio here",
+      tags: ["voices"],
+      responses: { 200: { description: "the settings", schema: VoiceSettings } },
+      handler: () => Effect.succeed(Reply.json(200, DEFAULT_VOICE_SETTINGS))
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/{voice_id}/settings`,
+      auth: "key",
+      operationId: "getVoiceSettings",
+      summary: "A voice's settings: the defaults for every voice (beyond the SPEC, for the SDKs)",
+      tags: ["voices"],
+      responses: { 200: { description: "the settings", schema: VoiceSettings }, 404: { description: "unknown voice", schema: ErrorBody } },
+      handler: (ctx) => Effect.map(voiceById(ctx), () => Reply.json(200, DEFAULT_VOICE_SETTINGS))
+    },
+    {
+      method: "GET",
+      path: `${apiBase}/voices/{voice_id}/preview`,
+      auth: "optional",
+      operationId: "voicePreview",
+      summary: "A short WAV preview of a voice in its language (public for presets; a clone's needs its owner's key)",
+      tags: ["voices"],
+      responses: { 200: { description: "audio/wav", contentType: "audio/wav" }, 404: { description: "unknown voice", schema: ErrorBody } },
+      handler: (ctx) =>
+        Effect.gen(function*() {
+          const voiceId = ctx.params.voice_id!
+          const synthesizer = yield* Synthesizer
+          if (voiceId.startsWith("vc_")) {
+            if (ctx.principal === null) return yield* unauthorized("a cloned voice's preview needs the owner's API key (xi-api-key or Authorization: Bearer)")
+            const voice = yield* synthesizer.resolveVoice(voiceId, ctx.principal.userId)
+            const cloning = yield* Effect.serviceOption(VoiceCloning)
+            const row = cloning._tag === "Some" ? yield* cloning.value.getClone(ctx.principal.userId, voiceId) : undefined
+            // Made once per version of the clone (VoiceCloning's cache, dropped on edit/delete).
+            const headers = { "content-type": "audio/wav", "cache-control": "private, no-store" }
+            const cached = row !== undefined && cloning._tag === "Some" ? cloning.value.cachedPreview(row) : undefined
+            if (cached !== undefined) return Reply.bytes(200, cached, headers)
+            const text = row?.previewText ?? previewSentence(voice.language)
+            const out = yield* synthesizer.synthesize({ voice, text, speed: 1, sampleRate: 24000, priority: "batch" })
+            const wav = encodeWav(out.pcm, out.sampleRate)
+            if (row !== undefined && cloning._tag === "Some") cloning.value.keepPreview(row, wav)
+            return Reply.bytes(200, wav, headers)
+          }
+          const voice = yield* synthesizer.resolveVoice(voiceId)
+          const cached = previews.get(voiceId)
+          if (cached instanceof Uint8Array) return Reply.bytes(200, cached, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })
+          const out = yield* synthesizer.synthesize({ voice, text: previewSentence(voice.language), speed: 1, sampleRate: 24000, priority: "batch" })
+          const wav = encodeWav(out.pcm, out.sampleRate)
+          previews.set(voiceId, wav)
+          return Reply.bytes(200, wav, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })
+        })
+    }
+  ]
+}
 
 /** SPEC 8: a clone sample. */
 export const MAX_SAMPLE_BYTES = 10 * 1024 * 1024

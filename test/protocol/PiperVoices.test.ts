@@ -7,7 +7,7 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import t from "tap"
 import { parseWav } from "../../engines/audio/Wav.ts"
-import { writeTinyVoice } from "../engines/tinyPiperModel.ts"
+import { writeTinyVoice } from "../engines/tts/tinyPiperModel.ts"
 import { startTestService } from "../support/service.ts"
 
 const dir = mkdtempSync(path.join(tmpdir(), "piper-voices-"))

@@ -12,7 +12,7 @@ import { mulawDecode } from "../../engines/audio/Mulaw.ts"
 import { OUTPUT_SAMPLE_RATES } from "../../engines/audio/OutputFormat.ts"
 import { bytesLEToInt16, int16ToFloat, rms } from "../../engines/audio/Pcm.ts"
 import { parseWav, WAV_HEADER_BYTES } from "../../engines/audio/Wav.ts"
-import { segmentSentences } from "../../engines/tts/Segmenter.ts"
+import { segmentSentences } from "../../engines/text/Segmenter.ts"
 import type { SynthesizeOutput } from "../../engines/tts/tasks.ts"
 import { findPreset, PRESET_VOICES } from "../../engines/tts/Voices.ts"
 import { ttsRoutes } from "../../protocol/routes/tts.ts"
@@ -568,7 +568,7 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
       return yield* makeHttpServer({
         host: "127.0.0.1",
         port: 0,
-        router: new Router(ttsRoutes({ apiBase: "/api/v1", siteUrl: () => "http://site.test", maxJsonBodyBytes: 1 << 20, ahead: 2 })),
+        router: new Router(ttsRoutes({ apiBase: "/api/v1", maxJsonBodyBytes: 1 << 20, ahead: 2 })),
         authenticate: (c) => keys.authenticate(c),
         metrics: new HttpMetrics(ctx)
       })

@@ -1,6 +1,7 @@
 /**
  * Speech made by Flite for the speech-to-text tests: English sentences in the four 16 kHz
- * voices (slt, rms, awb, kal16), with Flite's own word timings as the reference, plus helpers to
+ * voices (slt, rms, awb, kal16; both lists live in bench/speechText.ts, which bench/stt.ts
+ * shares), with Flite's own word timings as the reference, plus helpers to
  * write WAV files and run the npm ffmpeg binary. One Flite instance per test process.
  */
 import { execFileSync } from "node:child_process"
@@ -12,24 +13,9 @@ import { encodeWav } from "../../../engines/audio/Wav.ts"
 import { ffmpegBinary } from "../../../engines/media/MediaDecoder.ts"
 import { FliteTts } from "../../../engines/tts/FliteTts.ts"
 import type { WordTiming } from "../../../engines/tts/TtsEngine.ts"
+import type { FliteVoice } from "../../../bench/speechText.ts"
 
-/** Everyday English: the domain of PocketSphinx's generic language model. */
-export const SENTENCES: ReadonlyArray<string> = [
-  "The weather is nice today and we are going to the park.",
-  "Please call me back when you get this message.",
-  "I would like to order a large pizza with cheese.",
-  "The meeting has been moved to next Tuesday afternoon.",
-  "She reads a book every night before going to sleep.",
-  "Can you tell me how to get to the train station?",
-  "We need to finish this report by the end of the week.",
-  "My brother works as a doctor in a small town.",
-  "The children played in the garden all afternoon.",
-  "Thank you very much for your help with the project."
-]
-
-/** Flite voices that speak at 16 kHz (kal is 8 kHz and a diphone voice). */
-export const VOICES = ["slt", "rms", "awb", "kal16"] as const
-export type FliteVoice = (typeof VOICES)[number]
+export { type FliteVoice, SENTENCES, VOICES } from "../../../bench/speechText.ts"
 
 export interface Utterance {
   readonly text: string

@@ -1,5 +1,5 @@
 import t from "tap"
-import { PowerSpectrum } from "../../../engines/speaker/Fft.ts"
+import { PowerSpectrum } from "../../../engines/audio/Fft.ts"
 import { calibrationConstants } from "../../../engines/speaker/calibrateMfcc.ts"
 import { CEPSTRA, frameCount, frameFeatures } from "../../../engines/speaker/FrameFeatures.ts"
 import { MFCC_CALIBRATION } from "../../../engines/speaker/MfccCalibration.ts"

@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import * as net from "node:net"
 import t from "tap"
-import { classifyAddress, makeOutboundGuard, OutboundAddressError, pinnedLookup } from "../../actors/OutboundAddress.ts"
+import { classifyAddress, makeOutboundGuard, OutboundAddressError, pinnedLookup } from "../../storage/OutboundAddress.ts"
 
 const RUNS = 300
 

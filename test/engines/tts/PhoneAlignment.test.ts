@@ -1,5 +1,5 @@
 import t from "tap"
-import { alignPhonesToWords, type TimedPhone } from "../../engines/tts/PhoneAlignment.ts"
+import { alignPhonesToWords, type TimedPhone } from "../../../engines/tts/PhoneAlignment.ts"
 
 const timed = (names: string): Array<TimedPhone> => names.split(" ").map((name, i) => ({ name, startMs: i * 100, endMs: (i + 1) * 100 }))
 

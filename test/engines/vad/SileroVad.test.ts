@@ -12,7 +12,7 @@ import { concatInt16 } from "../../../engines/audio/Pcm.ts"
 import { SileroVad, VAD_FRAME_MS, VAD_FRAME_SAMPLES, VadError } from "../../../engines/vad/SileroVad.ts"
 import { vadTasks, type VadProbabilitiesOutput, type VadSegmentsOutput } from "../../../engines/vad/tasks.ts"
 import type { VadCarry } from "../../../engines/vad/SileroVad.ts"
-import { disposeFlite, speak, type Utterance } from "./speechFixtures.ts"
+import { disposeFlite, speak, type Utterance } from "../asr/speechFixtures.ts"
 
 const vad = await SileroVad.load()
 t.teardown(() => vad.dispose())

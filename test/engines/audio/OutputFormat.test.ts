@@ -1,5 +1,5 @@
 import t from "tap"
-import { OutputFormatError, parseOutputFormat } from "../../engines/audio/OutputFormat.ts"
+import { OutputFormatError, parseOutputFormat } from "../../../engines/audio/OutputFormat.ts"
 
 t.test("accepted values", async (t) => {
   const table: Array<[string | undefined, string, number, string]> = [

@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { decodeMedia } from "../../../engines/media/MediaDecoder.ts"
 import { detectContainer, MEDIA_MIME, type MediaContainer } from "../../../engines/media/MediaType.ts"
-import { disposeFlite, ffmpeg, scratchDir, speak, writeWav } from "./speechFixtures.ts"
+import { disposeFlite, ffmpeg, scratchDir, speak, writeWav } from "../asr/speechFixtures.ts"
 
 t.teardown(disposeFlite)
 

@@ -1,11 +1,11 @@
 import t from "tap"
-import { durationMs, rms } from "../../engines/audio/Pcm.ts"
-import { EspeakRuntime } from "../../engines/tts/EspeakRuntime.ts"
-import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
-import { FliteTts } from "../../engines/tts/FliteTts.ts"
-import type { TtsEngine } from "../../engines/tts/TtsEngine.ts"
-import { catalogueProblems, DEFAULT_VOICE_ID, findPreset, getPreset, languageInfo, LANGUAGE_ROWS, PRESET_VOICES, presetsForLanguage, resolveLanguage } from "../../engines/tts/Voices.ts"
-import { PRESETS } from "../../engines/tts/VoiceCatalogue.ts"
+import { durationMs, rms } from "../../../engines/audio/Pcm.ts"
+import { EspeakRuntime } from "../../../engines/tts/EspeakRuntime.ts"
+import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
+import { FliteTts } from "../../../engines/tts/FliteTts.ts"
+import type { TtsEngine } from "../../../engines/tts/TtsEngine.ts"
+import { catalogueProblems, DEFAULT_VOICE_ID, findPreset, getPreset, languageInfo, LANGUAGE_ROWS, PRESET_VOICES, presetsForLanguage, resolveLanguage } from "../../../engines/tts/Voices.ts"
+import { PRESETS } from "../../../engines/tts/VoiceCatalogue.ts"
 import { reasonOf } from "./ttsConformance.ts"
 
 t.test("catalogue shape", async (t) => {

@@ -15,7 +15,9 @@
  * Abbreviations ("Dr.") are boundaries: with 40 characters before them that costs a pause, no more.
  *
  * Chunks keep their surrounding whitespace in `raw`, so the alignment of all chunks spells the
- * input exactly; `text` is what is synthesized.
+ * input exactly; `text` is what is synthesized. Its sibling Segmenter.ts cuts a whole text into
+ * sentences (streamed HTTP synthesis, the engines); this module decides when buffered text is
+ * ready at all.
  */
 
 import { countCharacters } from "./TextLength.ts"

@@ -11,7 +11,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
-import { DataType, encodeModel, encodeTensor, encodeValueInfo, type NodeSpec } from "../../engines/tts/OnnxProto.ts"
+import { DataType, encodeModel, encodeTensor, encodeValueInfo, type NodeSpec } from "../../../engines/tts/OnnxProto.ts"
 
 export const HOP = 256
 export const SAMPLE_RATE = 16000

@@ -4,17 +4,17 @@
  * checks compare renderings of the same text with each other (louder, slower, noisier, wider
  * pitch range) rather than against absolute numbers where the engines decide.
  */
-import { fftInPlace } from "../../engines/audio/Fft.ts"
+import { fftInPlace } from "../../../engines/audio/Fft.ts"
 import t from "tap"
-import { durationMs, rms } from "../../engines/audio/Pcm.ts"
-import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
-import { crossfadeConcat, renderExpressive, softLimit, whisperVariant } from "../../engines/tts/Expressive.ts"
-import { estimateF0, reshapePitch } from "../../engines/tts/Psola.ts"
-import { CHUCKLE_MS, EXHALE_MS, lpcWhisper } from "../../engines/tts/VocalEffects.ts"
-import { expressiveTasks, type ExpressiveInput } from "../../engines/tts/expressiveTasks.ts"
-import { EMOTIONS, expressiveSegments, hasExpressiveTags, parseExpressive, STYLES, type ExpressivePart } from "../../engines/tts/ExpressiveTags.ts"
-import { FliteTts } from "../../engines/tts/FliteTts.ts"
-import type { EngineVoice, TtsEngine } from "../../engines/tts/TtsEngine.ts"
+import { durationMs, rms } from "../../../engines/audio/Pcm.ts"
+import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
+import { crossfadeConcat, renderExpressive, softLimit, whisperVariant } from "../../../engines/tts/Expressive.ts"
+import { estimateF0, reshapePitch } from "../../../engines/tts/Psola.ts"
+import { CHUCKLE_MS, EXHALE_MS, lpcWhisper } from "../../../engines/tts/VocalEffects.ts"
+import { expressiveTasks, type ExpressiveInput } from "../../../engines/tts/expressiveTasks.ts"
+import { EMOTIONS, expressiveSegments, hasExpressiveTags, parseExpressive, STYLES, type ExpressivePart } from "../../../engines/tts/ExpressiveTags.ts"
+import { FliteTts } from "../../../engines/tts/FliteTts.ts"
+import type { EngineVoice, TtsEngine } from "../../../engines/tts/TtsEngine.ts"
 
 const espeak = await EspeakTts.load()
 const flite = await FliteTts.load()

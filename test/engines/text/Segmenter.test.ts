@@ -1,5 +1,5 @@
 import t, { type Test } from "tap"
-import { segmentSentences } from "../../engines/tts/Segmenter.ts"
+import { segmentSentences } from "../../../engines/text/Segmenter.ts"
 
 const check = (t: Test, text: string, segs: ReturnType<typeof segmentSentences>) => {
   let previous = 0

@@ -8,6 +8,10 @@
  * than `maxChars` are cut at the last clause punctuation, else the last space, before the limit,
  * to bound time-to-first-audio. Offsets are UTF-16 indices into the input; segments are trimmed
  * of surrounding whitespace and never empty.
+ *
+ * Its sibling TextChunker.ts answers a different question: when text arriving piecewise over a
+ * WebSocket is ready to become a synthesis at all. Plain functions, no `effect`: the worker
+ * threads (PiperTts, ExpressiveTags) load this module.
  */
 
 export interface Segment {

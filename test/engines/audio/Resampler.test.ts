@@ -1,5 +1,5 @@
 import t from "tap"
-import { resample, Resampler } from "../../engines/audio/Resampler.ts"
+import { resample, Resampler } from "../../../engines/audio/Resampler.ts"
 
 const FROM = [22050, 16000, 8000]
 const TO = [8000, 16000, 22050, 24000, 32000, 44100, 48000]

@@ -13,6 +13,9 @@
  * the name is not looked up a second time (DNS rebinding). Hazard: a pooled keep-alive agent could
  * hand out a socket opened for an earlier check; use `agent: false` or an agent of your own.
  * Check every redirect target again.
+ *
+ * It lives in storage/ (where bytes come from and go: database, blob store, remote URLs) and
+ * imports nothing above it, so any actor that opens a connection can use it.
  */
 import { Data, Effect } from "effect"
 import ipaddr from "ipaddr.js"

@@ -5,8 +5,8 @@
  */
 import fc from "fast-check"
 import t from "tap"
-import { MAX_CHUNK_CHARS, MIN_CHUNK_CHARS, takeChunks, toChunk } from "../../actors/TextChunker.ts"
-import { countCharacters } from "../../actors/TextLength.ts"
+import { MAX_CHUNK_CHARS, MIN_CHUNK_CHARS, takeChunks, toChunk } from "../../../engines/text/TextChunker.ts"
+import { countCharacters } from "../../../engines/text/TextLength.ts"
 
 const words = (n: number) => "word ".repeat(Math.ceil(n / 5)).slice(0, n)
 const exactly = (n: number) => "a".repeat(n - 1) + "b"

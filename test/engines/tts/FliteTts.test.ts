@@ -1,7 +1,7 @@
 import t from "tap"
 import { existsSync } from "node:fs"
-import { asciiFold, FliteTts, parsePsdur } from "../../engines/tts/FliteTts.ts"
-import type { EngineVoice } from "../../engines/tts/TtsEngine.ts"
+import { asciiFold, FliteTts, parsePsdur } from "../../../engines/tts/FliteTts.ts"
+import type { EngineVoice } from "../../../engines/tts/TtsEngine.ts"
 import { reasonOf, runTtsConformance } from "./ttsConformance.ts"
 
 const engine = await FliteTts.load()

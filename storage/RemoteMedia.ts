@@ -2,7 +2,7 @@
  * Downloads a media file named by URL (`cloud_storage_url` / `source_url`) to a temporary file,
  * as a server that fetches for its callers must: https only, no credentials in the URL; every
  * host, the first and each redirect target (at most 5), passes the outbound address guard
- * (actors/OutboundAddress.ts) and the connection goes to the address it checked; size and time
+ * (storage/OutboundAddress.ts) and the connection goes to the address it checked; size and time
  * limited while the bytes arrive.
  *
  * The reasons are precise for the log (written here, with the request id the HTTP edge puts on

@@ -1,5 +1,5 @@
 import t from "tap"
-import { encodeAttribute, makeRandomOpsDeterministic, ProtoWriter, readFields } from "../../engines/tts/OnnxProto.ts"
+import { encodeAttribute, makeRandomOpsDeterministic, ProtoWriter, readFields } from "../../../engines/tts/OnnxProto.ts"
 import { buildModelBytes } from "./tinyPiperModel.ts"
 
 const opTypes = (model: Uint8Array): Array<string> => {

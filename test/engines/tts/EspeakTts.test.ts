@@ -1,8 +1,8 @@
 import t from "tap"
-import { rms } from "../../engines/audio/Pcm.ts"
-import { escapeForSsml, EspeakRuntime } from "../../engines/tts/EspeakRuntime.ts"
-import { EspeakTts } from "../../engines/tts/EspeakTts.ts"
-import type { EngineVoice } from "../../engines/tts/TtsEngine.ts"
+import { rms } from "../../../engines/audio/Pcm.ts"
+import { escapeForSsml, EspeakRuntime } from "../../../engines/tts/EspeakRuntime.ts"
+import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
+import type { EngineVoice } from "../../../engines/tts/TtsEngine.ts"
 import { reasonOf, runTtsConformance } from "./ttsConformance.ts"
 
 const engine = await EspeakTts.load()

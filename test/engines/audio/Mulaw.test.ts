@@ -1,5 +1,5 @@
 import t from "tap"
-import { linearToMulaw, mulawDecode, mulawEncode, mulawToLinear } from "../../engines/audio/Mulaw.ts"
+import { linearToMulaw, mulawDecode, mulawEncode, mulawToLinear } from "../../../engines/audio/Mulaw.ts"
 
 t.test("G.711 reference points", async (t) => {
   t.equal(linearToMulaw(0), 0xff, "zero")

@@ -13,7 +13,7 @@ import { concatInt16, int16ToFloat, rmsDbfs } from "../../../engines/audio/Pcm.t
 import { open } from "node:fs/promises"
 import fc from "fast-check"
 import { decodeMedia, decodeToFile, MediaError, pcmChunks, readSamples, type MediaErrorReason } from "../../../engines/media/MediaDecoder.ts"
-import { disposeFlite, ffmpeg, scratchDir, speak, writeWav } from "./speechFixtures.ts"
+import { disposeFlite, ffmpeg, scratchDir, speak, writeWav } from "../asr/speechFixtures.ts"
 
 t.teardown(disposeFlite)
 

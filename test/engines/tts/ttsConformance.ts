@@ -4,8 +4,8 @@
  * engines/tts/TtsEngine.ts, not the quality of a particular synthesizer.
  */
 import type { Test } from "tap"
-import { durationMs, rms } from "../../engines/audio/Pcm.ts"
-import { TtsError, type EngineVoice, type TtsEngine, type TtsResult } from "../../engines/tts/TtsEngine.ts"
+import { durationMs, rms } from "../../../engines/audio/Pcm.ts"
+import { TtsError, type EngineVoice, type TtsEngine, type TtsResult } from "../../../engines/tts/TtsEngine.ts"
 
 export interface ConformanceCase {
   readonly engine: TtsEngine

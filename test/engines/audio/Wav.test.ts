@@ -1,6 +1,6 @@
 import t from "tap"
-import { bytesLEToInt16, concatFloat32, durationMs, floatToInt16, int16ToBytesLE, int16ToFloat, peak, rms, rmsDbfs, samplesForMs, silence } from "../../engines/audio/Pcm.ts"
-import { encodeWav, parseWav, toMono, WAV_HEADER_BYTES, wavHeader } from "../../engines/audio/Wav.ts"
+import { bytesLEToInt16, concatFloat32, durationMs, floatToInt16, int16ToBytesLE, int16ToFloat, peak, rms, rmsDbfs, samplesForMs, silence } from "../../../engines/audio/Pcm.ts"
+import { encodeWav, parseWav, toMono, WAV_HEADER_BYTES, wavHeader } from "../../../engines/audio/Wav.ts"
 
 const view = (b: Uint8Array) => new DataView(b.buffer, b.byteOffset, b.byteLength)
 const ascii = (b: Uint8Array, o: number) => String.fromCharCode(...b.subarray(o, o + 4))
