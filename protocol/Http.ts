@@ -6,6 +6,7 @@
  * or a stream that writes through a backpressure-aware `ResponseWriter`.
  */
 import type { Effect, Schema } from "effect"
+import type { Principal } from "../storage/Accounts.ts"
 import type { ApiError } from "./ApiError.ts"
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
@@ -34,11 +35,8 @@ export interface BodyReader {
   ) => Effect.Effect<number, ApiError | E>
 }
 
-export interface Principal {
-  readonly userId: string
-  readonly keyId: string | null
-  readonly scopes: ReadonlyArray<string>
-}
+/** Who is calling: the one credential type, declared by storage (the lower layer). */
+export type { Principal }
 
 export interface RequestContext {
   readonly request: HttpRequest
