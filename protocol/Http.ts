@@ -8,6 +8,7 @@
 import type { Effect, Schema } from "effect"
 import type { Principal } from "../storage/Accounts.ts"
 import type { ApiError } from "./ApiError.ts"
+import type { AuthMode } from "./Authorization.ts"
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -88,8 +89,7 @@ export const Reply = {
   })
 }
 
-/** Who may call a route: a credential required, optional (anonymous allowed), or none looked at. */
-export type AuthMode = "key" | "optional" | "none"
+export type { AuthMode } from "./Authorization.ts"
 
 export interface ResponseDoc {
   readonly description: string
@@ -104,6 +104,8 @@ export interface Route<R = never> {
   /** OpenAPI-style template, e.g. `/api/v1/voices/{voice_id}`. */
   readonly path: string
   readonly auth: AuthMode
+  /** OAuth scope the caller must hold (protocol/Authorization.ts); no route needs one yet. */
+  readonly scope?: string
   readonly operationId: string
   readonly summary: string
   readonly tags: ReadonlyArray<string>

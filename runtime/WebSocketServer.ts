@@ -1,7 +1,9 @@
 /**
  * The uWS side of the WebSocket text-to-speech endpoints (SPEC 4.2; ElevenLabs' multi-context
  * protocol): upgrade checks, and a socket object that feeds a TtsSession actor and carries its
- * frames back under backpressure. Everything protocol-level lives in actors/TtsSession.ts.
+ * messages back under backpressure. The session's behaviour lives in actors/TtsSession.ts, the
+ * wire in protocol/ws/: client frames are decoded into the session's messages here, in the
+ * socket callback, and its outputs encoded into frames as they are sent.
  *
  * Upgrade (uWS UpgradeAsync pattern): headers, query, voice id and the Sec-WebSocket-* values are
  * copied before anything else (the request object dies when the callback returns), `onAborted`
@@ -29,25 +31,15 @@
 import uWS from "@based/uws"
 import { Cause, Effect, FiberSet, type Fiber, type Scope } from "effect"
 import type { Synthesizer } from "../actors/Synthesizer.ts"
-import {
-  CLOSE_POLICY,
-  CLOSE_SERVER_ERROR,
-  Inbox,
-  resolveSessionVoice,
-  runTtsSession,
-  type SessionMode,
-  type SessionOptions,
-  type SessionSocket,
-  SocketGone,
-  WS_SAMPLE_RATE
-} from "../actors/TtsSession.ts"
+import { resolveSessionVoice, runTtsSession, type SessionMode, type SessionOptions, WS_SAMPLE_RATE } from "../actors/TtsSession.ts"
+import { Inbox, type SessionEnd, type SessionOutput, type SessionSocket, SocketGone } from "../actors/TtsSessionMessages.ts"
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
-import { errorFrame } from "../actors/TtsFrames.ts"
 import { OUTPUT_SAMPLE_RATES, OutputFormatError, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
-import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
-import type { Principal } from "../protocol/Http.ts"
-import { Accounts } from "../storage/Accounts.ts"
-import { authenticateChallenge, presentedCredential } from "./HttpServer.ts"
+import { ApiError, badRequest, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
+import { type Authenticate, authenticateChallenge, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
+import { CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
+import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame } from "../protocol/ws/TtsFrames.ts"
+import { Accounts, type Principal } from "../storage/Accounts.ts"
 
 export interface TtsWebSocketOptions {
   /** "/api/v1". */
@@ -56,7 +48,9 @@ export interface TtsWebSocketOptions {
   readonly enabled: boolean
   /** WS_IDLE_TIMEOUT_S in ms. */
   readonly idleTimeoutMs: number
-  readonly authenticate: (credential: string) => Effect.Effect<Principal, unknown>
+  readonly authenticate: Authenticate
+  /** Where a 401's WWW-Authenticate points (HttpServerOptions.resourceMetadataUrl). */
+  readonly resourceMetadataUrl?: () => string | undefined
 }
 
 /** Bytes the socket may hold before the next frame waits for `drain`. */
@@ -72,7 +66,6 @@ export const MAX_FRAME_BYTES = 64 * 1024
  * memory a socket may make uWS buffer, like the inbox's 1 Mi characters.
  */
 const UWS_MAX_PAYLOAD = 1024 * 1024
-export const CLOSE_TOO_BIG = 1009
 /** uWS's own idle limit, s, with automatic pings: only reaps dead peers; sessions apply WS_IDLE_TIMEOUT_S. */
 const UWS_IDLE_TIMEOUT_S = 120
 
@@ -163,11 +156,14 @@ class Connection implements SessionSocket {
     return this.closed || this.ws === undefined ? 0 : this.ws.getBufferedAmount()
   }
 
-  readonly send = (frame: string): Effect.Effect<void, SocketGone> =>
+  readonly send = (output: SessionOutput): Effect.Effect<void, SocketGone> =>
+    Effect.suspend(() => (this.closed || this.ending || this.ws === undefined ? Effect.fail(new SocketGone()) : this.sendFrame(encodeOutput(output))))
+
+  private readonly sendFrame = (frame: string): Effect.Effect<void, SocketGone> =>
     Effect.suspend(() => {
       const ws = this.ws
       if (this.closed || this.ending || ws === undefined) return Effect.fail(new SocketGone())
-      if (ws.getBufferedAmount() > SEND_LOW_WATER) return Effect.andThen(this.drained, this.send(frame))
+      if (ws.getBufferedAmount() > SEND_LOW_WATER) return Effect.andThen(this.drained, this.sendFrame(frame))
       if (this.write(ws, frame) === SEND_DROPPED) {
         this.close(CLOSE_SERVER_ERROR, "frame dropped")
         return Effect.fail(new SocketGone())
@@ -184,8 +180,16 @@ class Connection implements SessionSocket {
     })
   })
 
-  sendNow(frame: string): void {
+  sendNow(output: SessionOutput): void {
+    this.sendFrameNow(encodeOutput(output))
+  }
+
+  sendFrameNow(frame: string): void {
     if (!this.closed && !this.ending && this.ws !== undefined) this.write(this.ws, frame)
+  }
+
+  end(end: SessionEnd): void {
+    this.close(closeCode(end), end.reason)
   }
 
   close(code: number, reason: string): void {
@@ -200,7 +204,7 @@ class Connection implements SessionSocket {
    * more. (A close the session starts itself needs no interrupt: it is finishing.)
    */
   abort(code: number, reason: string, frame: string): void {
-    this.sendNow(frame)
+    this.sendFrameNow(frame)
     this.close(code, reason)
     this.fiber?.interruptUnsafe()
   }
@@ -241,11 +245,11 @@ export interface TtsWebSockets {
   readonly bufferedBytes: () => number
 }
 
-const refuse = (res: uWS.HttpResponse, error: ApiError) =>
+const refuse = (res: uWS.HttpResponse, error: ApiError, resourceMetadataUrl: string | undefined) =>
   res.cork(() => {
     res.writeStatus(`${error.status} ${statusText[error.status] ?? ""}`)
     res.writeHeader("content-type", "application/json")
-    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge())
+    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge(resourceMetadataUrl))
     for (const [k, v] of Object.entries(error.headers ?? {})) res.writeHeader(k, v)
     res.end(errorBody(error))
   })
@@ -264,6 +268,7 @@ const decodeSegment = (s: string): string => {
 }
 
 export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets => {
+  const refuseUpgrade = (res: uWS.HttpResponse, error: ApiError) => refuse(res, error, options.resourceMetadataUrl?.())
   const open = new Set<Connection>()
   /** Open sessions by the API key they authenticated with, to close them when it is deleted. */
   const byKey = new Map<string, Set<Connection>>()
@@ -294,7 +299,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
   const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode, query: URLSearchParams) =>
     Effect.gen(function*() {
       if (credential === undefined) {
-        return yield* unauthorized("an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter", "needs_authorization")
+        return yield* socketCredentialRequired()
       }
       const principal = yield* options.authenticate(credential)
       const format = yield* Effect.try({ try: () => sessionFormat(mode, query.get("output_format") ?? undefined), catch: (e) => e })
@@ -332,7 +337,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             const protocol = headers["sec-websocket-protocol"] ?? ""
             const extensions = headers["sec-websocket-extensions"] ?? ""
             if (!options.enabled) {
-              refuse(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/text-to-speech/{voice_id}/stream" }))
+              refuseUpgrade(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/text-to-speech/{voice_id}/stream" }))
               return
             }
             let aborted = false
@@ -365,7 +370,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
                 onFailure: (cause) => {
                   if (aborted || Cause.hasInterruptsOnly(cause)) return Effect.void
                   const { error, internal } = toApiError(Cause.squash(cause))
-                  refuse(res, error)
+                  refuseUpgrade(res, error)
                   return internal ? Effect.logError("WebSocket upgrade failed", { cause: Cause.pretty(cause) }) : Effect.void
                 }
               })
@@ -404,9 +409,11 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
               const error = errorFrame("message_too_big", `a frame holds at most 64 KiB (${MAX_FRAME_BYTES} bytes); this one had ${message.byteLength}`)
               return conn.abort(CLOSE_TOO_BIG, "frame over 64 KiB", error)
             }
-            // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns.
-            const frame = isBinary ? null : Buffer.from(message).toString("utf8")
-            if (!conn.inbox.offer(frame)) {
+            // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns. The
+            // session gets the decoded message; the inbox counts the frame's characters.
+            const frame = isBinary ? undefined : Buffer.from(message).toString("utf8")
+            const input = frame === undefined ? binaryFrame : decodeClientFrame(frame)
+            if (!conn.inbox.offer(input, frame?.length ?? 0)) {
               conn.abort(CLOSE_POLICY, "too many messages", errorFrame("too_many_messages", "frames arrive faster than the session reads them"))
             }
           },
