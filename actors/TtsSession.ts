@@ -18,14 +18,17 @@
  * sent, so cancelled or undeliverable audio is never charged and nothing needs refunding. The cost
  * of that choice: up to two chunks are synthesized for an account that then turns out empty.
  *
- * Idle: closed (1011) after `idleTimeoutMs` with no inbound frame, no frame sent and no synthesis
- * running; so a listening client is not cut off mid-stream, and one that stops reading is.
+ * Idle: closed (Failure) after `idleTimeoutMs` with no inbound message, no message sent and no
+ * synthesis running; so a listening client is not cut off mid-stream, and one that stops reading
+ * is. Time is read from Effect's Clock, so tests drive it with TestClock.
  *
- * Close codes: 1000 after `{text:""}` (single) or `close_socket` (multi); 1011 for synthesis
- * failures and idleness (SPEC 7), after an error frame; 1008 for client faults (malformed frame,
- * too much pending text, too many contexts, out of credits), after an error frame.
+ * The session speaks typed messages (actors/TtsSessionMessages.ts), never frames: the bridge
+ * (runtime/WebSocketServer.ts) decodes and encodes them with protocol/ws/. Endings: Normal after
+ * `{text:""}` (single) or `close_socket` (multi); Failure for synthesis failures and idleness
+ * (SPEC 7), after an error; Violation for client faults (malformed frame, too much pending text,
+ * too many contexts, out of credits), after an error. protocol/ws/CloseCodes.ts gives their codes.
  */
-import { Cause, Data, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
 import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import type { OutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
@@ -38,17 +41,7 @@ import { SpeechError } from "./SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
 import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
-import {
-  audioFrame,
-  cancelledFrame,
-  type ClientFrame,
-  type ContextId,
-  decodeClientFrame,
-  errorFrame,
-  finalFrame,
-  flushDoneFrame,
-  wsAlignment
-} from "./TtsFrames.ts"
+import type { ContextId, Inbox, SessionEnd, SessionInput, SessionOutput, SessionRequest, SessionSocket } from "./TtsSessionMessages.ts"
 
 export type SessionMode = "single" | "multi"
 
@@ -63,51 +56,6 @@ export const MAX_CONTEXTS = 10
 /** Pieces and markers queued per context; the pending-text bound is the one that bites first for text. */
 const WORK_QUEUE_CAPACITY = 1024
 
-export const CLOSE_NORMAL = 1000
-export const CLOSE_POLICY = 1008
-export const CLOSE_SERVER_ERROR = 1011
-
-export class SocketGone extends Data.TaggedError("SocketGone")<{}> {}
-
-/** The socket as the session sees it; runtime/WebSocketServer.ts implements it over uWS. */
-export interface SessionSocket {
-  /** Sends a text frame once the client has read enough of what is already queued. */
-  readonly send: (frame: string) => Effect.Effect<void, SocketGone>
-  /** Sends at once, for the last frame before a close; may exceed the backpressure bound once. */
-  readonly sendNow: (frame: string) => void
-  /** Closes with a WebSocket close code; a no-op once closed. */
-  readonly close: (code: number, reason: string) => void
-}
-
-/**
- * The bounded mailbox of a session. Inbound frames are copied into strings by the socket
- * callback and offered here; `null` stands for a binary frame (refused by the session).
- * Bounded twice: by frames and by characters held.
- */
-export class Inbox {
-  private chars = 0
-  readonly take: Effect.Effect<string | null>
-
-  private constructor(private readonly queue: Queue.Queue<string | null>, private readonly maxChars: number) {
-    this.take = Effect.map(Queue.take(queue), (frame) => {
-      this.chars -= frame?.length ?? 0
-      return frame
-    })
-  }
-
-  static make(capacity = 256, maxChars = 1024 * 1024): Inbox {
-    return new Inbox(Effect.runSync(Queue.bounded<string | null>(capacity)), maxChars)
-  }
-
-  /** False when full: the client is outrunning its own session, and the caller closes it. */
-  offer(frame: string | null): boolean {
-    const n = frame?.length ?? 0
-    if (this.chars + n > this.maxChars || !Queue.offerUnsafe(this.queue, frame)) return false
-    this.chars += n
-    return true
-  }
-
-}
 
 export interface SessionOptions {
   readonly mode: SessionMode
@@ -118,11 +66,11 @@ export interface SessionOptions {
    * in the worker). `wav` is never passed: frames carry no header.
    */
   readonly format: Pick<OutputFormat, "container" | "sampleRate">
-  /** Close with 1011 after this long without an inbound frame, an outbound frame or a synthesis running, ms. */
+  /** End (Failure) after this long without an inbound message, an outbound message or a synthesis running, ms. */
   readonly idleTimeoutMs: number
   readonly socket: SessionSocket
   readonly inbox: Inbox
-  /** The error frame's code and message for a failure (the edge's error table). */
+  /** The error's code and message for a failure (the edge's error table). */
   readonly describe: (failure: unknown) => { readonly code: string; readonly message: string }
 }
 
@@ -164,10 +112,7 @@ export const resolveSessionVoice = Effect.fn("TtsSession.resolveVoice")(function
 
 export const clampSpeed = (speed: number): number => Math.min(SPEED_MAX, Math.max(SPEED_MIN, speed))
 
-interface Ending {
-  readonly code: number
-  readonly reason: string
-}
+type Ending = SessionEnd
 
 type Work =
   | { readonly _tag: "Speak"; readonly chunk: Chunk; readonly speed: number }
@@ -196,6 +141,8 @@ interface Context {
 export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: SessionOptions) {
   const synthesizer = yield* Synthesizer
   const credits = yield* Credits
+  const clock = yield* Clock.Clock
+  const now = () => clock.currentTimeMillisUnsafe()
   const { socket, mode, voice, userId, format } = options
   const encode = (pcm: Int16Array): Uint8Array => (format.container === "ulaw" ? mulawEncode(pcm) : int16ToBytesLE(pcm))
   const ended = yield* Deferred.make<Ending>()
@@ -207,14 +154,14 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
   const live = new Set<Context>()
   let nextKey = 0
   /** Last inbound frame, outbound frame or finished synthesis, ms since epoch. */
-  let lastActivity = Date.now()
+  let lastActivity = now()
   /** Syntheses running (or waiting for a worker): the server is busy for the client, not idle. */
   let synthesizing = 0
   let inputEnded = false
 
-  const send = (frame: string) =>
-    Effect.map(socket.send(frame), () => {
-      lastActivity = Date.now()
+  const send = (output: SessionOutput) =>
+    Effect.map(socket.send(output), () => {
+      lastActivity = now()
     })
 
   // ---- per-context pipeline -------------------------------------------------------------------
@@ -238,7 +185,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
           priority: "realtime"
         })).pipe(Effect.ensuring(Effect.sync(() => {
           synthesizing--
-          lastActivity = Date.now()
+          lastActivity = now()
         })))
         if (exit._tag === "Failure") {
           if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
@@ -251,12 +198,12 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
     })
 
   /** Sends an error frame in order, then ends the session. */
-  const fail = (ctx: Context, failure: unknown, code: number) =>
+  const fail = (ctx: Context, failure: unknown, kind: "Violation" | "Failure") =>
     Effect.gen(function*() {
       const { code: status, message } = options.describe(failure)
-      if (code === CLOSE_SERVER_ERROR) yield* Effect.logWarning("WebSocket session failed", { status, message })
-      yield* send(errorFrame(status, message, ctx.id))
-      finish({ code, reason: status })
+      if (kind === "Failure") yield* Effect.logWarning("WebSocket session failed", { status, message })
+      yield* send({ _tag: "Error", code: status, message, contextId: ctx.id })
+      finish({ kind, reason: status })
     })
 
   const deliver = (ctx: Context, results: Queue.Queue<Result>) =>
@@ -269,26 +216,31 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             if (debit._tag === "Failure") {
               const failure = Cause.squash(debit.cause)
               const client = (failure as { reason?: unknown }).reason === "InsufficientCredits"
-              return yield* fail(ctx, failure, client ? CLOSE_POLICY : CLOSE_SERVER_ERROR)
+              return yield* fail(ctx, failure, client ? "Violation" : "Failure")
             }
             const { pcm, sampleRate, words } = result.output
-            const alignment = wsAlignment(result.chunk.raw, result.chunk.lead, words, (pcm.length * 1000) / sampleRate)
-            yield* send(audioFrame(encode(pcm), alignment, ctx.id))
+            yield* send({
+              _tag: "Audio",
+              contextId: ctx.id,
+              audio: encode(pcm),
+              text: result.chunk.raw,
+              lead: result.chunk.lead,
+              words,
+              durationMs: (pcm.length * 1000) / sampleRate
+            })
             yield* Metric.update(audioFramesSent, 1)
             break
           }
           case "FlushDone":
-            yield* send(flushDoneFrame(ctx.id))
-            break
           case "Cancelled":
-            yield* send(cancelledFrame(ctx.id))
+            yield* send({ _tag: result._tag, contextId: ctx.id })
             break
           case "Final":
-            yield* send(finalFrame(ctx.id))
-            if (mode === "single") finish({ code: CLOSE_NORMAL, reason: "end of stream" })
+            yield* send({ _tag: "Final", contextId: ctx.id })
+            if (mode === "single") finish({ kind: "Normal", reason: "end of stream" })
             return
           case "Failed":
-            return yield* fail(ctx, result.failure, CLOSE_SERVER_ERROR)
+            return yield* fail(ctx, result.failure, "Failure")
         }
       }
     })
@@ -322,10 +274,10 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
 
   // ---- control: frames → context state ----------------------------------------------------------
 
-  /** A client fault: error frame now, then close 1008. */
+  /** A client fault: the error now, then the end (Violation). */
   const violation = (code: string, message: string, contextId?: ContextId): Ending => {
-    socket.sendNow(errorFrame(code, message, contextId))
-    return { code: CLOSE_POLICY, reason: code }
+    socket.sendNow({ _tag: "Error", code, message, contextId })
+    return { kind: "Violation", reason: code }
   }
 
   const pendingChars = () => {
@@ -377,7 +329,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
     })
 
   /** Text, speed, try_trigger_generation and flush of one frame, for its context. */
-  const applyToContext = (ctx: Context, frame: ClientFrame, textMeansEnd: boolean): Ending | undefined => {
+  const applyToContext = (ctx: Context, frame: SessionRequest, textMeansEnd: boolean): Ending | undefined => {
     if (frame.speed !== undefined) ctx.speed = clampSpeed(frame.speed)
     const text = frame.text
     if (text !== undefined) {
@@ -399,7 +351,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
     return frame.flush ? enqueue(ctx, { _tag: "FlushDone" }) : undefined
   }
 
-  const handleSingle = (frame: ClientFrame) =>
+  const handleSingle = (frame: SessionRequest) =>
     Effect.gen(function*() {
       let ctx = contexts.get("")!
       if (frame.cancel) {
@@ -418,11 +370,11 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
     }
     contexts.clear()
     // Every context sends its isFinal after its audio; then the socket closes normally.
-    yield* Effect.forkChild(Effect.andThen(FiberMap.awaitEmpty(fibers), Effect.sync(() => finish({ code: CLOSE_NORMAL, reason: "close_socket" }))))
+    yield* Effect.forkChild(Effect.andThen(FiberMap.awaitEmpty(fibers), Effect.sync(() => finish({ kind: "Normal", reason: "close_socket" }))))
     return undefined
   })
 
-  const handleMulti = (frame: ClientFrame) =>
+  const handleMulti = (frame: SessionRequest) =>
     Effect.gen(function*() {
       if (frame.closeSocket) return yield* closeSocket
       const key = frame.contextId ?? ""
@@ -452,27 +404,26 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
       return applyToContext(ctx, frame, false)
     })
 
-  const handle = (raw: string | null) =>
+  const handle = (input: SessionInput) =>
     Effect.suspend((): Effect.Effect<Ending | undefined> => {
-      if (raw === null) return Effect.succeed(violation("invalid_message", "binary frames are not accepted; send JSON text frames"))
-      const frame = decodeClientFrame(raw)
-      if (typeof frame === "string") return Effect.succeed(violation("invalid_message", frame))
-      if (inputEnded) return Effect.succeed(undefined) // after end of input, frames only keep the socket alive
-      return mode === "single" ? handleSingle(frame) : handleMulti(frame)
+      if (input._tag === "Unreadable") return Effect.succeed(violation("invalid_message", input.message))
+      if (inputEnded) return Effect.succeed(undefined) // after end of input, messages only keep the socket alive
+      return mode === "single" ? handleSingle(input) : handleMulti(input)
     })
 
   const control = Effect.gen(function*() {
     for (;;) {
       // Time spent synthesizing is not idleness (a cold worker may take seconds for the first
       // chunk): look again in a second; the clock restarts when the synthesis ends.
-      const left = synthesizing > 0 ? 1000 : lastActivity + options.idleTimeoutMs - Date.now()
+      const left = synthesizing > 0 ? 1000 : lastActivity + options.idleTimeoutMs - now()
       if (left <= 0) {
-        socket.sendNow(errorFrame("idle_timeout", `no frame for ${Number((options.idleTimeoutMs / 1000).toFixed(1))} s; the session is closed`))
-        return { code: CLOSE_SERVER_ERROR, reason: "idle timeout" }
+        const message = `no frame for ${Number((options.idleTimeoutMs / 1000).toFixed(1))} s; the session is closed`
+        socket.sendNow({ _tag: "Error", code: "idle_timeout", message, contextId: undefined })
+        return { kind: "Failure", reason: "idle timeout" } satisfies Ending
       }
       const next = yield* Effect.timeoutOption(options.inbox.take, Duration.millis(left))
       if (Option.isNone(next)) continue // re-check: audio sent meanwhile counts as activity
-      lastActivity = Date.now()
+      lastActivity = now()
       const ending = yield* handle(next.value)
       if (ending !== undefined) return ending
     }
@@ -483,5 +434,5 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
   const ending = yield* Deferred.await(ended)
   yield* Fiber.interrupt(controller)
   yield* FiberMap.clear(fibers)
-  socket.close(ending.code, ending.reason)
+  socket.end(ending)
 }, Effect.scoped)

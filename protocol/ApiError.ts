@@ -8,6 +8,16 @@
  * the request id.
  */
 import { Data } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
+import type { OutboundAddressError } from "../storage/OutboundAddress.ts"
+import type { RemoteMediaError } from "../storage/RemoteMedia.ts"
+import type { SpeechErrorReason } from "../actors/SpeechError.ts"
+import type { TranscriptionErrorReason } from "../actors/TranscriptionError.ts"
+import type { VoiceCloneError } from "../actors/VoiceCloning.ts"
+import type { OutputFormatErrorReason } from "../engines/audio/OutputFormat.ts"
+import type { EngineErrorReason } from "../engines/Inference.ts"
+import type { AccountsError } from "../storage/AccountsError.ts"
+import type { VoiceClonesError } from "../storage/VoiceClones.ts"
 
 export class ApiError extends Data.TaggedError("ApiError")<{
   readonly status: number
@@ -40,10 +50,29 @@ interface Mapping {
 const URL_UNREACHABLE: Mapping = { status: 400, code: "url_unreachable", exposeMessage: false, publicMessage: "the URL could not be fetched" }
 
 /**
- * `<_tag>.<reason>` of each domain error → its HTTP answer. Add a row when a module adds a
- * reason; an unmapped domain error is a bug that shows up as a 500 in the log.
+ * Every `<_tag>.<reason>` the table must answer: all reasons of each domain error a client can
+ * cause or be told about. A reason added to one of these errors without a row fails to compile.
+ * Of SqlError only the outages are listed; its other reasons (syntax, constraints, ...) are
+ * faults of ours and stay 500s. Infrastructure errors without rows (DatabaseError,
+ * BlobStoreError) are 500s too.
  */
-const table: Record<string, Mapping> = {
+export type ErrorKey =
+  | `AccountsError.${AccountsError["reason"]}`
+  | `EngineError.${EngineErrorReason}`
+  | `SpeechError.${SpeechErrorReason}`
+  | `VoiceCloneError.${VoiceCloneError["reason"]}`
+  | `VoiceClonesError.${VoiceClonesError["reason"]}`
+  | `TranscriptionError.${TranscriptionErrorReason}`
+  | `RemoteMediaError.${RemoteMediaError["reason"]}`
+  | `OutboundAddressError.${OutboundAddressError["reason"]}`
+  | `SqlError.${Extract<SqlError["reason"]["_tag"], "ConnectionError" | "AuthenticationError">}`
+  | `OutputFormatError.${OutputFormatErrorReason}`
+
+/**
+ * `<_tag>.<reason>` of each domain error → its HTTP answer. The compiler checks the rows against
+ * `ErrorKey`: a missing row or a row for a reason that no longer exists is a type error.
+ */
+const table = {
   "AccountsError.InvalidKey": { status: 401, code: "invalid_api_key", exposeMessage: true },
   "AccountsError.InsufficientCredits": { status: 402, code: "quota_exceeded", exposeMessage: true },
   "AccountsError.UserNotFound": { status: 404, code: "user_not_found", exposeMessage: true },
@@ -93,7 +122,9 @@ const table: Record<string, Mapping> = {
   "OutputFormatError.UnsupportedCodec": { status: 415, code: "unsupported_output_format", exposeMessage: true },
   "OutputFormatError.UnsupportedSampleRate": { status: 415, code: "unsupported_output_format", exposeMessage: true },
   "OutputFormatError.Malformed": { status: 415, code: "unsupported_output_format", exposeMessage: true }
-}
+} satisfies Record<ErrorKey, Mapping>
+
+const rows: Readonly<Record<string, Mapping | undefined>> = table
 
 /** Rows of the table, for the test that checks every mapping and for documentation. */
 export const errorTable = (): ReadonlyArray<readonly [string, Mapping]> => Object.entries(table)
@@ -108,7 +139,7 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
   if (typeof tagged?._tag === "string") {
     // Effect's SqlError carries its reason as a tagged object, not a string.
     const reason = typeof tagged.reason === "object" && tagged.reason !== null ? (tagged.reason as { _tag?: unknown })._tag : tagged.reason
-    const row = table[`${tagged._tag}.${String(reason)}`]
+    const row = rows[`${tagged._tag}.${String(reason)}`]
     if (row !== undefined) {
       const message = row.exposeMessage && typeof tagged.message === "string" && tagged.message.length > 0
         ? tagged.message

@@ -6,7 +6,9 @@
  * or a stream that writes through a backpressure-aware `ResponseWriter`.
  */
 import type { Effect, Schema } from "effect"
+import type { Principal } from "../storage/ApiKeys.ts"
 import type { ApiError } from "./ApiError.ts"
+import type { AuthMode } from "./Authorization.ts"
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -34,11 +36,8 @@ export interface BodyReader {
   ) => Effect.Effect<number, ApiError | E>
 }
 
-export interface Principal {
-  readonly userId: string
-  readonly keyId: string | null
-  readonly scopes: ReadonlyArray<string>
-}
+/** Who is calling: the one credential type, declared by storage (the lower layer). */
+export type { Principal }
 
 export interface RequestContext {
   readonly request: HttpRequest
@@ -90,8 +89,7 @@ export const Reply = {
   })
 }
 
-/** Who may call a route: a credential required, optional (anonymous allowed), or none looked at. */
-export type AuthMode = "key" | "optional" | "none"
+export type { AuthMode } from "./Authorization.ts"
 
 export interface ResponseDoc {
   readonly description: string
@@ -106,6 +104,8 @@ export interface Route<R = never> {
   /** OpenAPI-style template, e.g. `/api/v1/voices/{voice_id}`. */
   readonly path: string
   readonly auth: AuthMode
+  /** OAuth scope the caller must hold (protocol/Authorization.ts); no route needs one yet. */
+  readonly scope?: string
   readonly operationId: string
   readonly summary: string
   readonly tags: ReadonlyArray<string>

@@ -16,12 +16,24 @@
  *
  * Shutdown: `drain` stops the listener, lets in-flight fibers finish up to a deadline, then
  * interrupts the rest and closes every remaining connection.
+ *
+ * Which route needs which credential, and the 401 answers, are protocol/Authorization.ts's; this
+ * bridge only hands it the copied headers. Everything a server counts or sets (metrics, access
+ * log, request ids, the WWW-Authenticate challenge) is its own (`Bridge`), so two servers in one
+ * process share nothing.
  */
 import uWS from "@based/uws"
 import { Cause, Duration, Effect, Exit, Fiber, Scope } from "effect"
 import { randomBytes } from "node:crypto"
-import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
-import type { BodyReader, Principal, Reply, RequestContext, ResponseWriter, Route } from "../protocol/Http.ts"
+import { ApiError, badRequest, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
+import {
+  type Authenticate,
+  authenticateChallenge,
+  authorizeRoute,
+  conflictingCredentials,
+  isCredentialHeader
+} from "../protocol/Authorization.ts"
+import type { BodyReader, Principal, Reply, RequestContext, ResponseWriter } from "../protocol/Http.ts"
 import type { HttpMetrics } from "./Metrics.ts"
 import { RequestBody } from "./RequestBody.ts"
 import type { Router } from "./Router.ts"
@@ -31,10 +43,15 @@ export interface HttpServerOptions<R> {
   readonly port: number
   readonly router: Router<R>
   /** Resolves a presented credential (API key or access token) to its principal. */
-  readonly authenticate: (credential: string) => Effect.Effect<Principal, unknown>
+  readonly authenticate: Authenticate
   readonly metrics: HttpMetrics
   /** One JSON line per finished request on stdout (LOG_LEVEL debug or trace). */
   readonly accessLog?: boolean
+  /**
+   * The protected-resource metadata URL every 401's WWW-Authenticate points at (SPEC 7), read per
+   * 401: with PORT=0 the site's URL is known only after listening. Absent: plain `Bearer`.
+   */
+  readonly resourceMetadataUrl?: () => string | undefined
   /** Lets later features (WebSocket routes) attach to the same app before it listens. */
   readonly configure?: (app: uWS.TemplatedApp) => Effect.Effect<void, never, R | Scope.Scope>
 }
@@ -58,8 +75,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
     const runFork = Effect.runForkWith(yield* Effect.context<R>())
     let emptied: (() => void) | undefined
     let draining = false
-    metricsSink = options.metrics
-    accessLog = options.accessLog ?? false
+    const bridge = new Bridge(options)
 
     const app = uWS.App()
 
@@ -67,7 +83,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
 
     app.any("/*", (res, req) => {
       // Everything from `req` must be copied now: it is invalid after this callback returns.
-      const x = new Exchange(res, req)
+      const x = new Exchange(bridge, res, req)
       res.onAborted(() => x.abort())
       if (x.malformed !== undefined) {
         const error = x.malformed
@@ -96,7 +112,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       x.params = match.params
       const handled = route.auth === "none"
         ? route.handler(x.context(null))
-        : Effect.flatMap(authorize(route, x.headers, options), (principal) => route.handler(x.context(principal)))
+        : Effect.flatMap(authorizeRoute(route, x.headers, options.authenticate), (principal) => route.handler(x.context(principal)))
       // A handler that is already a successful whole reply (the model list, health) is answered
       // here, without a fiber: the cheapest path for what load balancers and SDKs poll most.
       if (Exit.isExit(handled) && Exit.isSuccess(handled)) {
@@ -167,6 +183,34 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
     } satisfies HttpServer
   })
 
+/** What one server keeps across its requests: where they are counted and logged, their ids, its challenge. */
+class Bridge {
+  readonly metrics: HttpMetrics
+  readonly accessLog: boolean
+  /**
+   * Request ids: a random per-server prefix and a counter. Unique across restarts and instances
+   * with overwhelming probability, and far cheaper per request than a UUID.
+   */
+  private readonly idPrefix = randomBytes(6).toString("base64url")
+  private idCounter = 0
+  private readonly resourceMetadataUrl: () => string | undefined
+
+  constructor(options: Pick<HttpServerOptions<unknown>, "metrics" | "accessLog" | "resourceMetadataUrl">) {
+    this.metrics = options.metrics
+    this.accessLog = options.accessLog ?? false
+    this.resourceMetadataUrl = options.resourceMetadataUrl ?? (() => undefined)
+  }
+
+  nextRequestId(): string {
+    return `${this.idPrefix}-${(++this.idCounter).toString(36)}`
+  }
+
+  /** The WWW-Authenticate value of a 401. */
+  challenge(): string {
+    return authenticateChallenge(this.resourceMetadataUrl())
+  }
+}
+
 /** Shared by requests without a body (GET, HEAD, ...): reading one gives an empty body. */
 const noBody: BodyReader = {
   bytes: () => Effect.succeed(new Uint8Array(0)),
@@ -197,7 +241,7 @@ class Exchange {
   params: Record<string, string> = {}
   private queryParams: URLSearchParams | undefined
 
-  constructor(readonly res: uWS.HttpResponse, req: uWS.HttpRequest) {
+  constructor(readonly bridge: Bridge, readonly res: uWS.HttpResponse, req: uWS.HttpRequest) {
     this.method = req.getCaseSensitiveMethod().toUpperCase()
     this.path = req.getUrl()
     this.rawQuery = req.getQuery() ?? ""
@@ -207,14 +251,9 @@ class Exchange {
       if (earlier !== undefined) this.repeated(k, earlier, v)
       headers[k] = v
     })
-    // Both credential headers, naming different keys: refused like a repeated one, rather than
-    // silently using one of them (a proxy's Basic authorization is not a second credential).
-    const key = headers["xi-api-key"]?.trim()
-    const bearer = key === undefined ? undefined : bearerToken(headers["authorization"])
-    if (key !== undefined && key !== "" && bearer !== undefined && bearer !== key) {
-      this.malformed ??= badRequest("xi-api-key and Authorization: Bearer name different credentials; send one", "invalid_request")
-    }
-    this.requestId = validRequestId(headers["x-request-id"]) ?? nextRequestId()
+    // Both credential headers, naming different keys: refused like a repeated one.
+    this.malformed ??= conflictingCredentials(headers)
+    this.requestId = validRequestId(headers["x-request-id"]) ?? bridge.nextRequestId()
     if (methodsWithBody.has(this.method)) {
       const lengthHeader = headers["content-length"]
       const declared = lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined
@@ -233,7 +272,7 @@ class Exchange {
     if (name === "content-length" && earlier.trim() !== value.trim()) {
       this.framingBroken = true
       this.malformed = badRequest("conflicting Content-Length headers", "invalid_request")
-    } else if (name === "xi-api-key" || name === "authorization") {
+    } else if (isCredentialHeader(name)) {
       this.malformed ??= badRequest(`the ${name} header is sent more than once`, "invalid_request")
     }
   }
@@ -293,8 +332,8 @@ class Exchange {
   finish(status: number): void {
     const final = this.aborted ? 499 : status
     const ms = performance.now() - this.started
-    metricsSink?.record(this.routeLabel, this.method, final, ms / 1000)
-    if (accessLog) {
+    this.bridge.metrics.record(this.routeLabel, this.method, final, ms / 1000)
+    if (this.bridge.accessLog) {
       // Written directly, not through Effect's logger: this runs outside any fiber, per request.
       process.stdout.write(JSON.stringify({
         time: new Date().toISOString(),
@@ -310,10 +349,6 @@ class Exchange {
     }
   }
 }
-
-/** Set by the server at start: where finished requests are counted, and whether they are logged. */
-let metricsSink: HttpMetrics | undefined
-let accessLog = false
 
 const failed = (x: Exchange, cause: Cause.Cause<unknown>): Effect.Effect<number> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.interrupt
@@ -338,15 +373,6 @@ const failed = (x: Exchange, cause: Cause.Cause<unknown>): Effect.Effect<number>
   }))
 }
 
-/**
- * Request ids: a random per-process prefix and a counter. Unique across restarts and instances
- * with overwhelming probability, and far cheaper per request than a UUID.
- */
-const idPrefix = randomBytes(6).toString("base64url")
-let idCounter = 0
-const nextRequestId = () => `${idPrefix}-${(++idCounter).toString(36)}`
-
-const anonymous = Effect.succeed(null)
 const statusEffects = new Map<number, Effect.Effect<number>>()
 const statusEffect = (status: number): Effect.Effect<number> => {
   let e = statusEffects.get(status)
@@ -355,30 +381,6 @@ const statusEffect = (status: number): Effect.Effect<number> => {
 }
 
 const validRequestId = (v: string | undefined) => (v !== undefined && /^[\w.:-]{1,128}$/.test(v) ? v : undefined)
-
-/** The token of an `Authorization: Bearer <token>` value. */
-const bearerToken = (auth: string | undefined): string | undefined =>
-  auth === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1]
-
-/** Pulls the credential from `xi-api-key` or `Authorization: Bearer`. */
-export const presentedCredential = (headers: Readonly<Record<string, string>>): string | undefined => {
-  const key = headers["xi-api-key"]
-  if (key !== undefined && key.length > 0) return key.trim()
-  return bearerToken(headers["authorization"])
-}
-
-const authorize = <R>(route: Route<R>, headers: Readonly<Record<string, string>>, options: HttpServerOptions<R>) => {
-  if (route.auth === "none") return anonymous
-  const credential = presentedCredential(headers)
-  if (credential === undefined) {
-    return route.auth === "optional"
-      ? anonymous
-      : Effect.fail(unauthorized("an API key is required: send it in the xi-api-key header or as Authorization: Bearer", "needs_authorization"))
-  }
-  // A credential that is presented but wrong is refused even on optional routes: silently
-  // treating it as anonymous would hide a client's mistake.
-  return options.authenticate(credential) as Effect.Effect<Principal | null, unknown>
-}
 
 /** "200 OK" and friends, built once: a template string per response shows in profiles. */
 const statusLines = new Map(Object.entries(statusText).map(([code, text]) => [Number(code), `${code} ${text}`]))
@@ -391,7 +393,7 @@ const writeHead = (res: uWS.HttpResponse, status: number, requestId: string, hea
 
 const sendError = (x: Exchange, error: ApiError, closeConnection: boolean) => {
   const headers: Record<string, string> = { "content-type": "application/json", ...error.headers }
-  if (error.status === 401) headers["www-authenticate"] = wwwAuthenticate
+  if (error.status === 401) headers["www-authenticate"] = x.bridge.challenge()
   deliver(x, error.status, headers, errorBody(error), closeConnection)
 }
 
@@ -431,14 +433,6 @@ const deliver = (x: Exchange, status: number, headers: Readonly<Record<string, s
  * than 16 KB/s for 10 s.
  */
 export const discardLimitBytes = 128 * 1024 * 1024
-
-let wwwAuthenticate = "Bearer"
-/** Set once at start-up from SITE_URL (SPEC 7: 401 points at the protected-resource metadata). */
-export const setResourceMetadataUrl = (url: string) => {
-  wwwAuthenticate = `Bearer resource_metadata="${url}"`
-}
-/** The WWW-Authenticate value of every 401, for refusals answered outside this bridge (WebSocket upgrades). */
-export const authenticateChallenge = (): string => wwwAuthenticate
 
 /** Writes a whole reply at once; returns its status. */
 const sendFull = (exchange: Exchange, reply: Extract<Reply, { _tag: "Full" }>): number => {

@@ -31,7 +31,7 @@ import { Database, databaseLayer, databaseReady } from "../storage/Database.ts"
 import { instanceRegistryLayer, newInstanceId } from "../storage/InstanceRegistry.ts"
 import { AppConfig, type AppConfigShape, databaseUrlText } from "./Config.ts"
 import { uncaughtFaults } from "./FaultGuard.ts"
-import { makeHttpServer, setResourceMetadataUrl } from "./HttpServer.ts"
+import { makeHttpServer } from "./HttpServer.ts"
 import { loggingLayer } from "./Logging.ts"
 import { HttpMetrics, renderMetrics } from "./Metrics.ts"
 import { Router } from "./Router.ts"
@@ -110,6 +110,8 @@ export const startServer = Effect.gen(function*() {
   const metrics = new HttpMetrics(context)
   // With PORT=0 and no SITE_URL the real port is known only after listening.
   let siteUrl = config.siteUrlText
+  /** SPEC 7: every 401 points at the protected-resource metadata. */
+  const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
   const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
@@ -146,7 +148,8 @@ export const startServer = Effect.gen(function*() {
     apiBase: config.apiBase,
     enabled: config.wsEnabled,
     idleTimeoutMs: config.wsIdleTimeoutS * 1000,
-    authenticate: (credential) => keys.authenticate(credential)
+    authenticate: (credential) => keys.authenticate(credential),
+    resourceMetadataUrl
   })
   const metricsText = MetricsText.of({
     render: renderMetrics([
@@ -168,6 +171,7 @@ export const startServer = Effect.gen(function*() {
     authenticate: (credential) => keys.authenticate(credential),
     metrics,
     accessLog: config.logLevel === "debug" || config.logLevel === "trace",
+    resourceMetadataUrl,
     // Route handlers never see the keys service; only the WebSocket revocation watch needs it.
     configure: (app) => webSockets.register(app).pipe(Effect.provideService(ApiKeys, keys))
   }).pipe(
@@ -176,7 +180,6 @@ export const startServer = Effect.gen(function*() {
     Effect.provideService(MetricsText, metricsText)
   )
   if (config.port === 0) siteUrl = siteUrl.replace(/:0$/, `:${server.port}`)
-  setResourceMetadataUrl(`${siteUrl}/.well-known/oauth-protected-resource`)
   yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,

@@ -1,7 +1,9 @@
 /**
  * The uWS side of the WebSocket text-to-speech endpoints (SPEC 4.2; ElevenLabs' multi-context
  * protocol): upgrade checks, and a socket object that feeds a TtsSession actor and carries its
- * frames back under backpressure. Everything protocol-level lives in actors/TtsSession.ts.
+ * messages back under backpressure. The session's behaviour lives in actors/TtsSession.ts, the
+ * wire in protocol/ws/: client frames are decoded into the session's messages here, in the
+ * socket callback, and its outputs encoded into frames as they are sent.
  *
  * Upgrade (uWS UpgradeAsync pattern): headers, query, voice id and the Sec-WebSocket-* values are
  * copied before anything else (the request object dies when the callback returns), `onAborted`
@@ -29,26 +31,17 @@
 import uWS from "@based/uws"
 import { Cause, Effect, FiberSet, type Fiber, type Scope } from "effect"
 import type { Synthesizer } from "../actors/Synthesizer.ts"
-import {
-  CLOSE_POLICY,
-  CLOSE_SERVER_ERROR,
-  Inbox,
-  resolveSessionVoice,
-  runTtsSession,
-  type SessionMode,
-  type SessionOptions,
-  type SessionSocket,
-  SocketGone,
-  WS_SAMPLE_RATE
-} from "../actors/TtsSession.ts"
+import { resolveSessionVoice, runTtsSession, type SessionMode, type SessionOptions } from "../actors/TtsSession.ts"
+import { Inbox, type SessionEnd, type SessionOutput, type SessionSocket, SocketGone } from "../actors/TtsSessionMessages.ts"
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
-import { errorFrame } from "../actors/TtsFrames.ts"
 import { OUTPUT_SAMPLE_RATES, OutputFormatError, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
-import { ApiError, badRequest, errorBody, statusText, toApiError, unauthorized } from "../protocol/ApiError.ts"
-import type { Principal } from "../protocol/Http.ts"
-import { ApiKeys } from "../storage/ApiKeys.ts"
+import { ApiError, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
+import { type Authenticate, authenticateChallenge, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
+import { CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
+import { inactivityTimeoutMs, sessionFormat } from "../protocol/ws/SessionQuery.ts"
+import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame } from "../protocol/ws/TtsFrames.ts"
+import { ApiKeys, type Principal } from "../storage/ApiKeys.ts"
 import type { Credits } from "../storage/Credits.ts"
-import { authenticateChallenge, presentedCredential } from "./HttpServer.ts"
 
 export interface TtsWebSocketOptions {
   /** "/api/v1". */
@@ -57,7 +50,9 @@ export interface TtsWebSocketOptions {
   readonly enabled: boolean
   /** WS_IDLE_TIMEOUT_S in ms. */
   readonly idleTimeoutMs: number
-  readonly authenticate: (credential: string) => Effect.Effect<Principal, unknown>
+  readonly authenticate: Authenticate
+  /** Where a 401's WWW-Authenticate points (HttpServerOptions.resourceMetadataUrl). */
+  readonly resourceMetadataUrl?: () => string | undefined
 }
 
 /** Bytes the socket may hold before the next frame waits for `drain`. */
@@ -73,7 +68,6 @@ export const MAX_FRAME_BYTES = 64 * 1024
  * memory a socket may make uWS buffer, like the inbox's 1 Mi characters.
  */
 const UWS_MAX_PAYLOAD = 1024 * 1024
-export const CLOSE_TOO_BIG = 1009
 /** uWS's own idle limit, s, with automatic pings: only reaps dead peers; sessions apply WS_IDLE_TIMEOUT_S. */
 const UWS_IDLE_TIMEOUT_S = 120
 
@@ -85,52 +79,6 @@ interface Admitted {
   readonly mode: SessionMode
   readonly format: SessionOptions["format"]
   readonly idleTimeoutMs: number
-}
-
-/** ElevenLabs' ceiling for `inactivity_timeout`, s. */
-export const MAX_INACTIVITY_TIMEOUT_S = 180
-
-/** stream-input always, and multi-stream-input without output_format (SPEC 4.2). */
-const DEFAULT_FORMAT: SessionOptions["format"] = { container: "pcm", sampleRate: WS_SAMPLE_RATE }
-
-/**
- * `output_format` of multi-stream-input, parsed by the HTTP endpoints' parser: `pcm_<rate>` and
- * `ulaw_8000`. `wav_*` is refused too (frames are bare chunks; there is nowhere for a header), as
- * are mp3 and opus: 415 before the upgrade, like HTTP TTS. stream-input ignores the parameter
- * (SPEC 4.2).
- */
-export const sessionFormat = (mode: SessionMode, value: string | undefined): SessionOptions["format"] => {
-  if (mode === "single" || value === undefined || value === "") return DEFAULT_FORMAT
-  const unsupported = () =>
-    new ApiError({
-      status: 415,
-      code: "unsupported_output_format",
-      message: `unsupported output_format "${value}" on the WebSocket; supported: pcm_<rate> with rate in ${OUTPUT_SAMPLE_RATES.join(", ")}, and ulaw_8000`
-    })
-  try {
-    const format = parseOutputFormat(value, WS_SAMPLE_RATE)
-    if (format.container === "wav") throw unsupported()
-    return { container: format.container, sampleRate: format.sampleRate }
-  } catch (e) {
-    if (e instanceof OutputFormatError) throw unsupported()
-    throw e
-  }
-}
-
-/**
- * ElevenLabs' `inactivity_timeout` query parameter: seconds without a frame before the session
- * closes; positive, clamped to 180 (a larger wish gets the most there is); absent: the server's
- * WS_IDLE_TIMEOUT_S. Returns ms.
- */
-export const inactivityTimeoutMs = (value: string | undefined, defaultMs: number): number => {
-  if (value === undefined || value.trim() === "") return defaultMs
-  // Plain decimal seconds only (Number() would also take "0x10" and "1e-300"); at least 1 s, so a
-  // session cannot be asked to close the moment it opens.
-  const seconds = /^\s*\d+(\.\d+)?\s*$/.test(value) ? Number(value) : NaN
-  if (!(seconds >= 1)) {
-    throw badRequest(`inactivity_timeout must be a number of seconds from 1 (values over ${MAX_INACTIVITY_TIMEOUT_S} are taken as ${MAX_INACTIVITY_TIMEOUT_S}), got "${value.slice(0, 40)}"`)
-  }
-  return Math.round(Math.min(seconds, MAX_INACTIVITY_TIMEOUT_S) * 1000)
 }
 
 /**
@@ -164,11 +112,14 @@ class Connection implements SessionSocket {
     return this.closed || this.ws === undefined ? 0 : this.ws.getBufferedAmount()
   }
 
-  readonly send = (frame: string): Effect.Effect<void, SocketGone> =>
+  readonly send = (output: SessionOutput): Effect.Effect<void, SocketGone> =>
+    Effect.suspend(() => (this.closed || this.ending || this.ws === undefined ? Effect.fail(new SocketGone()) : this.sendFrame(encodeOutput(output))))
+
+  private readonly sendFrame = (frame: string): Effect.Effect<void, SocketGone> =>
     Effect.suspend(() => {
       const ws = this.ws
       if (this.closed || this.ending || ws === undefined) return Effect.fail(new SocketGone())
-      if (ws.getBufferedAmount() > SEND_LOW_WATER) return Effect.andThen(this.drained, this.send(frame))
+      if (ws.getBufferedAmount() > SEND_LOW_WATER) return Effect.andThen(this.drained, this.sendFrame(frame))
       if (this.write(ws, frame) === SEND_DROPPED) {
         this.close(CLOSE_SERVER_ERROR, "frame dropped")
         return Effect.fail(new SocketGone())
@@ -185,8 +136,16 @@ class Connection implements SessionSocket {
     })
   })
 
-  sendNow(frame: string): void {
+  sendNow(output: SessionOutput): void {
+    this.sendFrameNow(encodeOutput(output))
+  }
+
+  sendFrameNow(frame: string): void {
     if (!this.closed && !this.ending && this.ws !== undefined) this.write(this.ws, frame)
+  }
+
+  end(end: SessionEnd): void {
+    this.close(closeCode(end), end.reason)
   }
 
   close(code: number, reason: string): void {
@@ -201,7 +160,7 @@ class Connection implements SessionSocket {
    * more. (A close the session starts itself needs no interrupt: it is finishing.)
    */
   abort(code: number, reason: string, frame: string): void {
-    this.sendNow(frame)
+    this.sendFrameNow(frame)
     this.close(code, reason)
     this.fiber?.interruptUnsafe()
   }
@@ -242,11 +201,11 @@ export interface TtsWebSockets {
   readonly bufferedBytes: () => number
 }
 
-const refuse = (res: uWS.HttpResponse, error: ApiError) =>
+const refuse = (res: uWS.HttpResponse, error: ApiError, resourceMetadataUrl: string | undefined) =>
   res.cork(() => {
     res.writeStatus(`${error.status} ${statusText[error.status] ?? ""}`)
     res.writeHeader("content-type", "application/json")
-    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge())
+    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge(resourceMetadataUrl))
     for (const [k, v] of Object.entries(error.headers ?? {})) res.writeHeader(k, v)
     res.end(errorBody(error))
   })
@@ -265,6 +224,7 @@ const decodeSegment = (s: string): string => {
 }
 
 export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets => {
+  const refuseUpgrade = (res: uWS.HttpResponse, error: ApiError) => refuse(res, error, options.resourceMetadataUrl?.())
   const open = new Set<Connection>()
   /** Open sessions by the API key they authenticated with, to close them when it is deleted. */
   const byKey = new Map<string, Set<Connection>>()
@@ -295,7 +255,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
   const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode, query: URLSearchParams) =>
     Effect.gen(function*() {
       if (credential === undefined) {
-        return yield* unauthorized("an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter", "needs_authorization")
+        return yield* socketCredentialRequired()
       }
       const principal = yield* options.authenticate(credential)
       const format = yield* Effect.try({ try: () => sessionFormat(mode, query.get("output_format") ?? undefined), catch: (e) => e })
@@ -332,7 +292,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             const protocol = headers["sec-websocket-protocol"] ?? ""
             const extensions = headers["sec-websocket-extensions"] ?? ""
             if (!options.enabled) {
-              refuse(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/text-to-speech/{voice_id}/stream" }))
+              refuseUpgrade(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/text-to-speech/{voice_id}/stream" }))
               return
             }
             let aborted = false
@@ -365,7 +325,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
                 onFailure: (cause) => {
                   if (aborted || Cause.hasInterruptsOnly(cause)) return Effect.void
                   const { error, internal } = toApiError(Cause.squash(cause))
-                  refuse(res, error)
+                  refuseUpgrade(res, error)
                   return internal ? Effect.logError("WebSocket upgrade failed", { cause: Cause.pretty(cause) }) : Effect.void
                 }
               })
@@ -404,9 +364,11 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
               const error = errorFrame("message_too_big", `a frame holds at most 64 KiB (${MAX_FRAME_BYTES} bytes); this one had ${message.byteLength}`)
               return conn.abort(CLOSE_TOO_BIG, "frame over 64 KiB", error)
             }
-            // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns.
-            const frame = isBinary ? null : Buffer.from(message).toString("utf8")
-            if (!conn.inbox.offer(frame)) {
+            // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns. The
+            // session gets the decoded message; the inbox counts the frame's characters.
+            const frame = isBinary ? undefined : Buffer.from(message).toString("utf8")
+            const input = frame === undefined ? binaryFrame : decodeClientFrame(frame)
+            if (!conn.inbox.offer(input, frame?.length ?? 0)) {
               conn.abort(CLOSE_POLICY, "too many messages", errorFrame("too_many_messages", "frames arrive faster than the session reads them"))
             }
           },

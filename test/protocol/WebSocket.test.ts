@@ -8,7 +8,8 @@
  */
 import { Effect } from "effect"
 import t, { type Test } from "tap"
-import { CLOSE_NORMAL, CLOSE_POLICY, CLOSE_SERVER_ERROR, MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
+import { MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
+import { CLOSE_NORMAL, CLOSE_POLICY, CLOSE_SERVER_ERROR } from "../../protocol/ws/CloseCodes.ts"
 import { startTestService, type TestService } from "../support/service.ts"
 import { connectWs, type Frame, isRefused, type Refused, refused, until, type WsClient } from "../support/wsClient.ts"
 

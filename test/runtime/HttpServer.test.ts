@@ -8,7 +8,7 @@ import * as net from "node:net"
 import t from "tap"
 import { ApiError, errorTable, toApiError } from "../../protocol/ApiError.ts"
 import { Reply, type Route } from "../../protocol/Http.ts"
-import { makeHttpServer, setResourceMetadataUrl } from "../../runtime/HttpServer.ts"
+import { makeHttpServer } from "../../runtime/HttpServer.ts"
 import { HttpMetrics } from "../../runtime/Metrics.ts"
 import { Router } from "../../runtime/Router.ts"
 import { ApiKeys } from "../../storage/ApiKeys.ts"
@@ -72,11 +72,11 @@ const server = await runtime.runPromise(
       port: 0,
       router: new Router(routes),
       authenticate: (c) => keys.authenticate(c),
-      metrics: new HttpMetrics(ctx)
+      metrics: new HttpMetrics(ctx),
+      resourceMetadataUrl: () => "http://site.test/.well-known/oauth-protected-resource"
     })
   }).pipe(Scope.provide(scope))
 )
-setResourceMetadataUrl("http://site.test/.well-known/oauth-protected-resource")
 t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 const base = `http://127.0.0.1:${server.port}`
 const user = await runtime.runPromise(Effect.flatMap(Users, (a) => a.createUserWithKey({ name: "u", credits: 10 })))

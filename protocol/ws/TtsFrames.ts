@@ -9,24 +9,16 @@
  * Server frames are built here so the two protocols differ in one place: single-stream control
  * frames carry `audio: null` (SPEC 4.2); multi-context frames carry `contextId` and omit `audio`
  * on control frames, because clients there test `"audio" in frame` or `frame.audio` to find audio.
+ *
+ * The session actor (actors/TtsSession.ts) never sees a frame: runtime/WebSocketServer.ts turns
+ * each client frame into a `SessionInput` with `decodeClientFrame` and each `SessionOutput` into a
+ * frame with `encodeOutput`.
  */
-import type { WordTiming } from "../engines/tts/TtsEngine.ts"
-import { characterAlignment } from "./Alignment.ts"
+import { characterAlignment } from "../../actors/Alignment.ts"
+import type { ContextId, SessionInput, SessionOutput, UnreadableInput } from "../../actors/TtsSessionMessages.ts"
+import type { WordTiming } from "../../engines/tts/TtsEngine.ts"
 
-export interface ClientFrame {
-  /** Absent or null when the frame carries no text. */
-  readonly text: string | undefined
-  readonly tryTrigger: boolean
-  readonly flush: boolean
-  /** Raw `voice_settings.speed`, not yet clamped. */
-  readonly speed: number | undefined
-  /** `context_id`; only meaningful on multi-stream-input. */
-  readonly contextId: string | undefined
-  readonly closeContext: boolean
-  readonly closeSocket: boolean
-  /** Our extension (SPEC 4.2 leaves its shape open): `{"cancel": true}`. */
-  readonly cancel: boolean
-}
+export type { ContextId } from "../../actors/TtsSessionMessages.ts"
 
 /** Context ids longer than this are refused: they are echoed in every frame and kept as map keys. */
 export const MAX_CONTEXT_ID_CHARS = 128
@@ -37,8 +29,18 @@ const optionalBoolean = (o: Record<string, unknown>, key: string): boolean | str
   return typeof v === "boolean" ? v : `${key} must be a boolean`
 }
 
-/** A decoded frame, or the reason it is malformed (sent back in an `invalid_message` error). */
-export const decodeClientFrame = (raw: string): ClientFrame | string => {
+const unreadable = (message: string): UnreadableInput => ({ _tag: "Unreadable", message })
+
+/** A binary frame: the endpoints speak JSON text frames only. */
+export const binaryFrame: UnreadableInput = unreadable("binary frames are not accepted; send JSON text frames")
+
+/** A decoded frame, or `Unreadable` with the reason it is malformed (sent back in an `invalid_message` error). */
+export const decodeClientFrame = (raw: string): SessionInput => {
+  const decoded = decodeFields(raw)
+  return typeof decoded === "string" ? unreadable(decoded) : decoded
+}
+
+const decodeFields = (raw: string): SessionInput | string => {
   let value: unknown
   try {
     value = JSON.parse(raw)
@@ -74,6 +76,7 @@ export const decodeClientFrame = (raw: string): ClientFrame | string => {
   }
   for (const f of Object.values(flags)) if (typeof f === "string") return f
   return {
+    _tag: "Request",
     text: typeof text === "string" ? text : undefined,
     speed,
     contextId: typeof contextId === "string" ? contextId : undefined,
@@ -104,9 +107,6 @@ export const wsAlignment = (raw: string, lead: number, words: ReadonlyArray<Word
   }
 }
 
-/** Which protocol a frame is for: single-stream frames carry no context id. */
-export type ContextId = string | undefined
-
 export const audioFrame = (pcm: Uint8Array, alignment: WsAlignment, contextId: ContextId): string =>
   JSON.stringify({
     audio: Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength).toString("base64"),
@@ -125,3 +125,19 @@ export const finalFrame = (contextId: ContextId): string => control({ isFinal: t
 export const cancelledFrame = (contextId: ContextId): string => control({ cancelled: true }, contextId)
 export const errorFrame = (code: string, message: string, contextId?: ContextId): string =>
   JSON.stringify(contextId === undefined ? { error: { code, message } } : { error: { code, message }, contextId })
+
+/** The frame of one message of the session. */
+export const encodeOutput = (output: SessionOutput): string => {
+  switch (output._tag) {
+    case "Audio":
+      return audioFrame(output.audio, wsAlignment(output.text, output.lead, output.words, output.durationMs), output.contextId)
+    case "FlushDone":
+      return flushDoneFrame(output.contextId)
+    case "Final":
+      return finalFrame(output.contextId)
+    case "Cancelled":
+      return cancelledFrame(output.contextId)
+    case "Error":
+      return errorFrame(output.code, output.message, output.contextId)
+  }
+}

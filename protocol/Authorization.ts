@@ -1,0 +1,97 @@
+/**
+ * Route authorisation: which credential a route needs, where a client may present one, and the
+ * 401 answers (bodies and the WWW-Authenticate challenge). The bridges in runtime/ (HTTP requests,
+ * WebSocket upgrades) copy headers out of uWS and call this; they decide nothing about auth.
+ *
+ * A route declares `auth` (Http.ts `Route`): "key" (a credential is required), "optional"
+ * (anonymous allowed, a presented credential must be valid) or "none" (credentials are not
+ * looked at). `scope` is for OAuth: a route that names one refuses principals without it (403).
+ * No route names one yet; API keys carry every scope (storage/ApiKeys.ts `apiKeyScopes`).
+ */
+import { Effect } from "effect"
+import type { Principal } from "../storage/ApiKeys.ts"
+import { ApiError, badRequest, unauthorized } from "./ApiError.ts"
+
+/** Who may call a route: a credential required ("key"), optional (anonymous allowed), or none looked at. */
+export type AuthMode = "key" | "optional" | "none"
+
+/** What authorisation reads of a route. */
+export interface RouteAccess {
+  readonly auth: AuthMode
+  /** An OAuth scope the principal must hold; absent: any authenticated principal. */
+  readonly scope?: string
+}
+
+/** Resolves a presented credential (API key or access token) to its principal. */
+export type Authenticate = (credential: string) => Effect.Effect<Principal, unknown>
+
+/** The token of an `Authorization: Bearer <token>` value. */
+export const bearerToken = (auth: string | undefined): string | undefined =>
+  auth === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1]
+
+/** Pulls the credential from `xi-api-key` or `Authorization: Bearer` (lower-cased header names). */
+export const presentedCredential = (headers: Readonly<Record<string, string>>): string | undefined => {
+  const key = headers["xi-api-key"]
+  if (key !== undefined && key.length > 0) return key.trim()
+  return bearerToken(headers["authorization"])
+}
+
+/**
+ * Both credential headers naming different keys: refused like a repeated one (400), rather than
+ * silently using one of them (a proxy's Basic authorization is not a second credential).
+ */
+export const conflictingCredentials = (headers: Readonly<Record<string, string>>): ApiError | undefined => {
+  const key = headers["xi-api-key"]?.trim()
+  const bearer = key === undefined ? undefined : bearerToken(headers["authorization"])
+  return key !== undefined && key !== "" && bearer !== undefined && bearer !== key
+    ? badRequest("xi-api-key and Authorization: Bearer name different credentials; send one", "invalid_request")
+    : undefined
+}
+
+/** Credential headers: sent twice, they are refused (the bridge sees repeats while copying headers). */
+export const isCredentialHeader = (name: string): boolean => name === "xi-api-key" || name === "authorization"
+
+/** The 401 for a request that presented no credential where one is required. */
+export const credentialRequired = () =>
+  unauthorized(
+  "an API key is required: send it in the xi-api-key header or as Authorization: Bearer",
+  "needs_authorization"
+)
+
+/** The same for a WebSocket upgrade, which may also carry the key in the query. */
+export const socketCredentialRequired = () =>
+  unauthorized(
+  "an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter",
+  "needs_authorization"
+)
+
+/**
+ * The WWW-Authenticate value of every 401 (SPEC 7: it points at the protected-resource metadata
+ * when the site's URL is known).
+ */
+export const authenticateChallenge = (resourceMetadataUrl: string | undefined): string =>
+  resourceMetadataUrl === undefined ? "Bearer" : `Bearer resource_metadata="${resourceMetadataUrl}"`
+
+const anonymous = Effect.succeed(null)
+
+const insufficientScope = (scope: string) =>
+  new ApiError({ status: 403, code: "insufficient_scope", message: `this credential lacks the "${scope}" scope` })
+
+/**
+ * The principal a request acts as (null: anonymous), or the refusal. A credential that is
+ * presented but wrong is refused even on optional routes: silently treating it as anonymous would
+ * hide a client's mistake.
+ */
+export const authorizeRoute = (
+  route: RouteAccess,
+  headers: Readonly<Record<string, string>>,
+  authenticate: Authenticate
+): Effect.Effect<Principal | null, unknown> => {
+  if (route.auth === "none") return anonymous
+  const credential = presentedCredential(headers)
+  if (credential === undefined) return route.auth === "optional" ? anonymous : Effect.fail(credentialRequired())
+  const principal = authenticate(credential)
+  const scope = route.scope
+  if (scope === undefined) return principal
+  return Effect.flatMap(principal, (p) => (p.scopes.includes(scope) ? Effect.succeed(p) : Effect.fail(insufficientScope(scope))))
+}
