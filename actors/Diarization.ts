@@ -1,16 +1,14 @@
 /**
  * Speaker labels for recognised words: embedding windows inside the VAD's speech segments are
- * embedded in a worker (`speaker.embed`, the classical MFCC-statistics embedding by default),
- * clustered on the main thread (average linkage, cheap for the ≤ 2000 windows a recording gets),
- * and each word takes the speaker of the turn it overlaps most.
+ * embedded by the `SpeakerEmbedding` service (a worker task; the classical MFCC-statistics
+ * embedding by default), clustered on the main thread (average linkage, cheap for the ≤ 2000
+ * windows a recording gets), and each word takes the speaker of the turn it overlaps most.
  */
 import { Effect, Layer } from "effect"
 import { assignWords, diarizationWindows, diarize } from "../engines/speaker/Diarizer.ts"
 import { HOP_SAMPLES } from "../engines/speaker/FrameFeatures.ts"
-import type { SpeakerEmbedInput, SpeakerEmbedOutput } from "../engines/speaker/tasks.ts"
-import { Inference } from "../engines/Inference.ts"
+import { SpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { SpeakerLabeller } from "./Transcription.ts"
-import { transcriptionFromEngine } from "./TranscriptionError.ts"
 
 const SAMPLE_RATE = 16000
 
@@ -44,7 +42,7 @@ const groupBySegment = (
 export const SpeakerLabellerLive = Layer.effect(
   SpeakerLabeller,
   Effect.gen(function*() {
-    const pool = yield* Inference
+    const embedder = yield* SpeakerEmbedding
     return SpeakerLabeller.of({
       label: Effect.fn("SpeakerLabeller.label")(function*(audio, segments, words, numSpeakers) {
         const windows = diarizationWindows(segments)
@@ -60,14 +58,11 @@ export const SpeakerLabellerLive = Layer.effect(
             const from = Math.floor(Math.floor((g.startMs * SAMPLE_RATE) / 1000) / HOP_SAMPLES) * HOP_SAMPLES
             const to = Math.min(audio.samples, Math.ceil((g.endMs * SAMPLE_RATE) / 1000))
             const pcm = yield* audio.read(from, to)
-            const embedded = yield* pool.run("speaker.embed", {
+            const embedded = yield* embedder.embed({
               pcm,
               windows: g.members.map((i) => windows[i]!),
               offsetMs: (from * 1000) / SAMPLE_RATE
-            } satisfies SpeakerEmbedInput, {
-              priority: "batch",
-              transfer: [pcm.buffer as ArrayBuffer]
-            }).pipe(Effect.mapError(transcriptionFromEngine))
+            })
             g.members.forEach((i, k) => {
               embeddings[i] = embedded.embeddings[k]!
             })

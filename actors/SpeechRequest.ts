@@ -20,7 +20,7 @@ import type { Priority } from "../engines/Inference.ts"
 import { Credits, type Reservation } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { synthesizeInOrder } from "./SentenceStream.ts"
-import { SpeechError } from "./SpeechError.ts"
+import { SpeechError } from "../engines/tts/SpeechError.ts"
 import { type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
 

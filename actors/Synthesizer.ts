@@ -1,20 +1,25 @@
 /**
- * Main-thread face of text-to-speech: resolves a voice id, and runs one synthesis of one piece
- * of text on the worker pool. Everything heavier (engines, resampling, s16 conversion) happens
- * in the workers; this module only routes and translates errors.
+ * Main-thread face of text-to-speech: resolves a voice id (presets, this deployment's Piper
+ * voices, the caller's clones), runs one synthesis of one piece of text through the `Tts`
+ * engine service, and renders and caches voice previews. Everything heavier (engines,
+ * resampling, s16 conversion) happens in the engine; this module only routes.
  */
 import { Context, Effect, Layer, Metric } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import { languageInfo, PRESET_VOICES, type PresetVoice, resolveLanguage } from "../engines/tts/Voices.ts"
 import { piperPresets } from "./PiperVoices.ts"
 import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
 import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
 import type { ExpressiveInput } from "../engines/tts/expressiveTasks.ts"
 import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
-import { type Priority, type EngineError, Inference } from "../engines/Inference.ts"
+import { Tts } from "../engines/tts/Tts.ts"
+import { encodeWav } from "../engines/audio/Wav.ts"
+import type { Priority, EngineError } from "../engines/Inference.ts"
 import type { ClonePlan } from "../engines/clone/CloneVoice.ts"
 import type { CloneSynthesizeInput } from "../engines/clone/tasks.ts"
-import { VoiceClones } from "../storage/VoiceClones.ts"
-import { fromEngine, SpeechError } from "./SpeechError.ts"
+import { VoiceClones, type VoiceClonesError } from "../storage/VoiceClones.ts"
+import { SpeechError } from "../engines/tts/SpeechError.ts"
+import { ClonePreviewCache, MAX_CACHED_PREVIEWS } from "./VoicePreviews.ts"
 
 export interface ResolvedVoice {
   readonly voiceId: string
@@ -48,6 +53,12 @@ export interface ExpressiveSynthesisRequest {
   readonly priority: Priority
 }
 
+/** A voice's preview (WAV, 24 kHz): `shared` for presets, which anyone may cache; a clone's is its owner's. */
+export interface VoicePreview {
+  readonly wav: Uint8Array
+  readonly shared: boolean
+}
+
 export class Synthesizer extends Context.Service<Synthesizer, {
   /** Every voice callers may use: the catalogue presets, then this deployment's Piper voices. */
   readonly voices: ReadonlyArray<PresetVoice>
@@ -60,6 +71,14 @@ export class Synthesizer extends Context.Service<Synthesizer, {
   readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
   /** Task `tts.expressive`: the same output as `synthesize`, rendered with the tags' prosody and effects. */
   readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
+  /**
+   * The voice saying its language's canned sentence (a clone: its own preview text, if any),
+   * rendered once and then served from memory (see actors/VoicePreviews.ts). A clone needs its
+   * owner's `userId`; without it, or for anyone else, it is VoiceNotFound.
+   */
+  readonly preview: (voiceId: string, userId?: string | null) => Effect.Effect<VoicePreview, SpeechError | EngineError | VoiceClonesError | SqlError>
+  /** Forgets a clone's cached preview (the clone was edited or deleted). */
+  readonly dropPreview: (voiceId: string) => Effect.Effect<void>
 }>()("speech/actors/Synthesizer") {}
 
 /** Pool tasks started by `synthesize` / `synthesizeExpressive` (what tests count to see caching work). */
@@ -71,7 +90,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
   Layer.effect(
     Synthesizer,
     Effect.gen(function*() {
-      const pool = yield* Inference
+      const tts = yield* Tts
       const clones = yield* Effect.serviceOption(VoiceClones)
       const voices: Array<PresetVoice> = [...PRESET_VOICES]
       if (options.piperDirectory !== undefined) {
@@ -108,7 +127,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         const plan = request.voice.clonePlan
         if (plan !== undefined) {
           const cloneInput: CloneSynthesizeInput = { text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate }
-          return yield* pool.run("clone.synthesize", cloneInput, { priority: request.priority }).pipe(Effect.mapError(fromEngine))
+          return yield* tts.synthesizeClone(cloneInput, { priority: request.priority })
         }
         const input: SynthesizeInput = {
           text: request.text,
@@ -117,9 +136,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           sampleRate: request.sampleRate,
           ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
         }
-        return yield* pool.run("tts.synthesize", input, { priority: request.priority }).pipe(
-          Effect.mapError(fromEngine)
-        )
+        return yield* tts.synthesize(input, { priority: request.priority })
       })
       const synthesizeExpressive = Effect.fn("Synthesizer.synthesizeExpressive")(function*(request: ExpressiveSynthesisRequest) {
         yield* Metric.update(synthesesStarted, 1)
@@ -130,11 +147,35 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
           sampleRate: request.sampleRate,
           ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
         }
-        return yield* pool.run("tts.expressive", input, { priority: request.priority }).pipe(
-          Effect.mapError(fromEngine)
-        )
+        return yield* tts.synthesizeExpressive(input, { priority: request.priority })
       })
-      return { voices, findVoice, resolveVoice, synthesize, synthesizeExpressive }
+
+      // Presets never change: one preview per voice for the life of the process.
+      const presetPreviews = new Map<string, Uint8Array>()
+      const clonePreviews = new ClonePreviewCache(MAX_CACHED_PREVIEWS)
+      const render = (voice: ResolvedVoice, text: string) =>
+        Effect.map(synthesize({ voice, text, speed: 1, sampleRate: 24000, priority: "batch" }), (out) => encodeWav(out.pcm, out.sampleRate))
+      const preview = Effect.fn("Synthesizer.preview")(function*(voiceId: string, userId?: string | null) {
+        if (voiceId.startsWith("vc_")) {
+          const voice = yield* resolveVoice(voiceId, userId)
+          // Resolved, so clone storage is there and the clone is the caller's.
+          const row = clones._tag === "Some" && userId !== undefined && userId !== null ? yield* clones.value.get(userId, voiceId) : undefined
+          // Made once per version of the clone (dropped on edit/delete).
+          const cached = row !== undefined ? clonePreviews.get(row) : undefined
+          if (cached !== undefined) return { wav: cached, shared: false }
+          const wav = yield* render(voice, row?.previewText ?? previewSentence(voice.language))
+          if (row !== undefined) clonePreviews.set(row, wav)
+          return { wav, shared: false }
+        }
+        const voice = yield* resolveVoice(voiceId)
+        const cached = presetPreviews.get(voiceId)
+        if (cached !== undefined) return { wav: cached, shared: true }
+        const wav = yield* render(voice, previewSentence(voice.language))
+        presetPreviews.set(voiceId, wav)
+        return { wav, shared: true }
+      })
+      const dropPreview = (voiceId: string) => Effect.sync(() => clonePreviews.drop(voiceId))
+      return { voices, findVoice, resolveVoice, synthesize, synthesizeExpressive, preview, dropPreview }
     })
   )
 

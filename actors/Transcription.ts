@@ -1,8 +1,10 @@
 /**
- * One recognition: media file → 16 kHz PCM spilled to a file (ffmpeg) → speech segments (Silero
- * VAD over blocks read back from the file) → words (the ASR engine, one pool task per segment,
- * in parallel across workers) → optional speakers (per-segment audio read back again).
- * The synchronous endpoint and the job runner of a later issue both call `transcribeFile`.
+ * One recognition: media file → 16 kHz PCM spilled to a file (the `MediaDecoder` service,
+ * ffmpeg) → speech segments and words (the `Recognizer` service: Silero VAD over blocks read
+ * back from the file, then the ASR engine, one task per segment, in parallel across workers) →
+ * optional speakers (`SpeakerLabeller`, per-segment audio read back again). The engines are
+ * services, so tests run this actor with fakes. The synchronous endpoint and the job runner of
+ * a later issue both call `transcribeFile`.
  *
  * Memory is bounded whatever the length of the audio: the decoded PCM goes to a spill file under
  * the temporary directory (2 h = 230 MB of disk, removed at the end), and the pipeline holds at
@@ -22,25 +24,23 @@
  * process dies.
  */
 import { Context, Effect, Layer, Metric } from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 import { mkdirSync, rmSync } from "node:fs"
 import { randomBytes } from "node:crypto"
 import { open } from "node:fs/promises"
 import * as path from "node:path"
-import type { RecognizeInput, RecognizeOutput } from "../engines/asr/tasks.ts"
-import { DECODE_SAMPLE_RATE, decodeToFile, readSamples } from "../engines/media/MediaDecoder.ts"
-import { VAD_FRAME_MS, VAD_FRAME_SAMPLES } from "../engines/vad/SileroVad.ts"
-import { speechSegments, type SpeechSegment } from "../engines/vad/SpeechSegments.ts"
-import type { VadProbabilitiesInput, VadProbabilitiesOutput } from "../engines/vad/tasks.ts"
-import type { VadCarry } from "../engines/vad/SileroVad.ts"
-import { sttMetrics } from "../runtime/Metrics.ts"
+import { type PcmSource, Recognizer } from "../engines/asr/Recognizer.ts"
+import { TranscriptionError } from "../engines/asr/TranscriptionError.ts"
+import { MediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import type { EngineError } from "../engines/Inference.ts"
-import { Inference } from "../engines/Inference.ts"
+import type { AccountsError } from "../storage/AccountsError.ts"
 import { Credits } from "../storage/Credits.ts"
 import { Users } from "../storage/Users.ts"
 import { CreditPurpose, STT_MIN_CHARGE_CREDITS, sttBelowMinimum, sttCredits } from "./CreditPolicy.ts"
 import { makeDecodeGate } from "./DecodeGate.ts"
+import { sttMetrics } from "./SttMetrics.ts"
 import type { TimedWord } from "./Transcript.ts"
-import { TranscriptionError, transcriptionFromMedia, transcriptionFromEngine } from "./TranscriptionError.ts"
+
 
 export interface TranscribeOptions {
   /** ISO 639-1 requested by the caller; undefined lets the engine answer its language. */
@@ -63,12 +63,7 @@ export interface TranscriptionResult {
 }
 
 /** Decoded audio as the later stages see it: a sample count and spans read back on demand. */
-export interface SpilledPcm {
-  /** 16 kHz mono samples in the recording. */
-  readonly samples: number
-  /** Samples [from, to) in a buffer of their own (movable to a worker). */
-  readonly read: (from: number, to: number) => Effect.Effect<Int16Array>
-}
+export type SpilledPcm = PcmSource
 
 /** Speaker assignment, provided by the diarization module when it is configured. */
 export class SpeakerLabeller extends Context.Service<SpeakerLabeller, {
@@ -85,16 +80,13 @@ export class Transcriber extends Context.Service<Transcriber, {
    * Fails with AccountsError `InsufficientCredits` (402) when the user cannot pay the minimum
    * charge; a cheap read, so the route refuses before it reads an upload.
    */
-  readonly requireCredit: (userId: string | null) => Effect.Effect<void, unknown>
-  readonly transcribeFile: (file: string, options: TranscribeOptions) => Effect.Effect<TranscriptionResult, unknown>
+  readonly requireCredit: (userId: string | null) => Effect.Effect<void, AccountsError | SqlError>
+  readonly transcribeFile: (
+    file: string,
+    options: TranscribeOptions
+  ) => Effect.Effect<TranscriptionResult, TranscriptionError | EngineError | AccountsError | SqlError>
 }>()("speech/actors/Transcriber") {}
 
-const SAMPLE_RATE = DECODE_SAMPLE_RATE
-/**
- * Samples per VAD pool task: 960 frames of 512 (30.72 s, 0.98 MB), a whole number of frames so
- * the carried state gives the probabilities of one pass; the largest buffer of a silent file.
- */
-export const VAD_BLOCK_SAMPLES = 960 * VAD_FRAME_SAMPLES
 /** Requests that may wait for a decode slot, per slot. */
 export const DECODE_WAITING_PER_SLOT = 4
 
@@ -111,7 +103,8 @@ export const TranscriberLive = (options: TranscriberOptions) =>
   Layer.effect(
     Transcriber,
     Effect.gen(function*() {
-      const pool = yield* Inference
+      const decoder = yield* MediaDecoder
+      const recognizer = yield* Recognizer
       const users = yield* Users
       const credits = yield* Credits
       const labeller = yield* Effect.serviceOption(SpeakerLabeller)
@@ -167,10 +160,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         const audio = yield* gate.run(
           Effect.andThen(
             Metric.update(sttMetrics.decodesStarted, 1),
-            Effect.tryPromise({
-              try: (signal) => decodeToFile(file, spillFile, { signal }),
-              catch: transcriptionFromMedia
-            })
+            decoder.decodeToFile(file, spillFile)
           )
         )
         yield* held(audio.largestChunkBytes)
@@ -181,22 +171,15 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         const handle = yield* Effect.acquireRelease(Effect.promise(() => open(spillFile, "r")), (h) => Effect.promise(() => h.close()))
         const pcm: SpilledPcm = {
           samples: audio.samples,
-          read: (from, to) => Effect.promise(() => readSamples(handle, from, to)).pipe(Effect.tap((b) => held(b.byteLength)))
+          read: (from, to) => decoder.readSamples(handle, from, to).pipe(Effect.tap((b) => held(b.byteLength)))
         }
 
         const recognise = Effect.gen(function*() {
           const vadStarted = performance.now()
-          const segments = yield* findSpeech(pcm, held)
+          const segments = yield* recognizer.findSpeech(pcm, { held })
           const vadMs = performance.now() - vadStarted
           const asrStarted = performance.now()
-          const parts = yield* Effect.forEach(segments, (segment) =>
-            Effect.gen(function*() {
-              const from = Math.floor((segment.startMs * SAMPLE_RATE) / 1000)
-              const to = Math.min(pcm.samples, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
-              const samples = yield* pcm.read(from, to)
-              const input: RecognizeInput = { pcm: samples, sampleOffset: from, ...(request.language !== undefined ? { language: request.language } : {}) }
-              return yield* pool.run("asr.recognize", input, { priority: "batch", transfer: [samples.buffer as ArrayBuffer] })
-            }), { concurrency: options.concurrency })
+          const parts = yield* recognizer.recognize(pcm, segments, { language: request.language, concurrency: options.concurrency })
           const asrMs = performance.now() - asrStarted
           let words: ReadonlyArray<TimedWord> = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs)
           const diarizeStarted = performance.now()
@@ -226,35 +209,10 @@ export const TranscriberLive = (options: TranscriberOptions) =>
             largestBufferBytes
           } satisfies TranscriptionResult
         })
-        const result = yield* recognise.pipe(
-          Effect.mapError((e) => (e instanceof TranscriptionError ? e : (e as { _tag?: string })._tag === "EngineError" ? transcriptionFromEngine(e as EngineError) : e))
-        )
+        const result = yield* recognise
         charged = seconds
         return result
       }, Effect.scoped)
-
-      /**
-       * Speech segments of the whole recording: Silero over blocks of `VAD_BLOCK_SAMPLES` read
-       * from the spill, the model state carried from block to block, so the probabilities (and
-       * the segments) are those of one pass over the whole PCM.
-       */
-      const findSpeech = (pcm: SpilledPcm, held: (bytes: number) => Effect.Effect<void>) =>
-        Effect.gen(function*() {
-          const probabilities = new Float32Array(Math.ceil(pcm.samples / VAD_FRAME_SAMPLES))
-          yield* held(probabilities.byteLength)
-          let carry: VadCarry | undefined
-          for (let from = 0; from < pcm.samples; from += VAD_BLOCK_SAMPLES) {
-            const block = yield* pcm.read(from, Math.min(pcm.samples, from + VAD_BLOCK_SAMPLES))
-            const moved = [block.buffer as ArrayBuffer, ...(carry !== undefined ? [carry.state.buffer as ArrayBuffer, carry.context.buffer as ArrayBuffer] : [])]
-            const out = yield* pool.run("vad.probabilities", { pcm: block, ...(carry !== undefined ? { carry } : {}) } satisfies VadProbabilitiesInput, {
-              priority: "batch",
-              transfer: moved
-            })
-            probabilities.set(out.probabilities, from / VAD_FRAME_SAMPLES)
-            carry = out.carry
-          }
-          return speechSegments(probabilities, VAD_FRAME_MS, (pcm.samples * 1000) / SAMPLE_RATE) as ReadonlyArray<SpeechSegment>
-        })
 
       return { requireCredit, transcribeFile }
     })

@@ -1,25 +1,28 @@
 /**
  * Voice clones end to end (SPEC 2.3, endpoints 1–3, issue 5): one uploaded sample →
- * decode (ffmpeg, type from the bytes) → speech measured by VAD (6–30 s, not file length) →
- * transcript (the caller's `refText`; else ASR when the language has an engine, English only
- * here; else none) → `clone.analyze` on a worker (profile + synthesis plan) → the original
- * sample into the BlobStore → the `voice_clones` row. Deleting removes the row and the blob.
+ * decode (`MediaDecoder`, in memory, type from the bytes) → speech measured by VAD (6–30 s, not
+ * file length) → transcript (the caller's `refText`; else ASR when the language has an engine,
+ * English only here; else none); VAD and ASR are the transcriber's own pipeline (`Recognizer`)
+ * → `CloneAnalysis` (profile + synthesis plan) → the original sample into the BlobStore → the
+ * `voice_clones` row. Deleting removes the row and the blob. Previews are the Synthesizer's.
  *
  * The stored profile is `{ profile, plan, candidates }`; Synthesizer.resolveVoice reads `plan`.
  * The original file is kept byte for byte so a future (neural) engine can analyse it again.
  */
 import { Context, Data, Effect, Layer } from "effect"
-import type { RecognizeInput, RecognizeOutput } from "../engines/asr/tasks.ts"
-import type { CloneAnalyzeInput, CloneAnalyzeOutput } from "../engines/clone/tasks.ts"
-import { decodeMedia } from "../engines/media/MediaDecoder.ts"
+import type { SqlError } from "effect/sql/SqlError"
+import { pcmInMemory, Recognizer } from "../engines/asr/Recognizer.ts"
+import type { RecognizeOutput } from "../engines/asr/tasks.ts"
+import type { TranscriptionError } from "../engines/asr/TranscriptionError.ts"
+import { CloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
+import type { CloneAnalyzeOutput } from "../engines/clone/tasks.ts"
+import { MediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { presetsForLanguage, resolveLanguage } from "../engines/tts/Voices.ts"
-import type { VadSegmentsInput, VadSegmentsOutput } from "../engines/vad/tasks.ts"
-import { type EngineError, Inference } from "../engines/Inference.ts"
-import { BlobStore } from "../storage/BlobStore.ts"
+import type { EngineError } from "../engines/Inference.ts"
+import { BlobStore, type BlobStoreError } from "../storage/BlobStore.ts"
 import { type CloneChanges, newCloneId, type VoiceCloneRow, VoiceClones, VoiceClonesError } from "../storage/VoiceClones.ts"
 import { languageOfText, soundsEnglish } from "./CloneLanguage.ts"
-import { previewSentence } from "./Synthesizer.ts"
-import { transcriptionFromMedia, transcriptionFromEngine } from "./TranscriptionError.ts"
+import { previewSentence, Synthesizer } from "./Synthesizer.ts"
 
 /** SPEC 8: speech in the sample, measured by voice activity. */
 export const MIN_SPEECH_MS = 6_000
@@ -27,7 +30,8 @@ export const MAX_SPEECH_MS = 30_000
 export const MAX_NAME_CHARS = 60
 /** Languages with an ASR engine here (PocketSphinx, US English model). */
 const ASR_LANGUAGES = new Set(["en"])
-const SAMPLE_RATE = 16000
+/** Segments of a sample recognised at once. */
+const ASR_CONCURRENCY = 2
 /** A clone's language when neither the caller nor the sample says (SPEC 2.3). */
 const DEFAULT_LANGUAGE = "et"
 
@@ -65,51 +69,18 @@ export interface EditCloneRequest {
   readonly file?: string | undefined
 }
 
+/** What analysing a new sample may fail with: the media, the speech in it, the engines. */
+export type SampleError = VoiceCloneError | TranscriptionError | EngineError
+
 export class VoiceCloning extends Context.Service<VoiceCloning, {
-  readonly createClone: (request: CreateCloneRequest) => Effect.Effect<VoiceCloneRow, unknown>
+  readonly createClone: (request: CreateCloneRequest) => Effect.Effect<VoiceCloneRow, SampleError | VoiceClonesError | BlobStoreError | SqlError>
   /** NotFound (404) for unknown, deleted or someone else's clones; NameTaken (409). */
-  readonly editClone: (request: EditCloneRequest) => Effect.Effect<void, unknown>
+  readonly editClone: (request: EditCloneRequest) => Effect.Effect<void, SampleError | VoiceClonesError | BlobStoreError | SqlError>
   /** NotFound (404) for unknown, deleted or someone else's clones. */
-  readonly deleteClone: (userId: string, voiceId: string) => Effect.Effect<void, unknown>
-  readonly listClones: (userId: string) => Effect.Effect<ReadonlyArray<VoiceCloneRow>, unknown>
-  readonly getClone: (userId: string, voiceId: string) => Effect.Effect<VoiceCloneRow, unknown>
-  /** Preview audio kept for this version of the clone, if any (see `PreviewCache`). */
-  readonly cachedPreview: (row: VoiceCloneRow) => Uint8Array | undefined
-  readonly keepPreview: (row: VoiceCloneRow, wav: Uint8Array) => void
+  readonly deleteClone: (userId: string, voiceId: string) => Effect.Effect<void, VoiceClonesError | BlobStoreError | SqlError>
+  readonly listClones: (userId: string) => Effect.Effect<ReadonlyArray<VoiceCloneRow>, SqlError>
+  readonly getClone: (userId: string, voiceId: string) => Effect.Effect<VoiceCloneRow, VoiceClonesError | SqlError>
 }>()("speech/actors/VoiceCloning") {}
-
-/**
- * Clone previews, rendered once per version of a clone: keyed by id, checked against what the
- * preview depends on (language, preview text, sample), so an edit made through another instance
- * never serves stale audio here. Edits and deletes through this instance drop the entry at once.
- * Bounded: the least recently used previews go first (a preview is ~100 KB).
- */
-class PreviewCache {
-  private readonly entries = new Map<string, { readonly version: string; readonly wav: Uint8Array }>()
-  constructor(private readonly maxEntries: number) {}
-  private static version = (row: VoiceCloneRow) => JSON.stringify([row.language, row.previewText, row.sampleBlobKey])
-  get(row: VoiceCloneRow): Uint8Array | undefined {
-    const entry = this.entries.get(row.voiceId)
-    if (entry === undefined || entry.version !== PreviewCache.version(row)) return undefined
-    this.entries.delete(row.voiceId)
-    this.entries.set(row.voiceId, entry)
-    return entry.wav
-  }
-  set(row: VoiceCloneRow, wav: Uint8Array): void {
-    this.entries.delete(row.voiceId)
-    this.entries.set(row.voiceId, { version: PreviewCache.version(row), wav })
-    for (const oldest of this.entries.keys()) {
-      if (this.entries.size <= this.maxEntries) break
-      this.entries.delete(oldest)
-    }
-  }
-  drop(voiceId: string): void {
-    this.entries.delete(voiceId)
-  }
-}
-
-/** At ~100 KB each (a few seconds at 24 kHz), 500 previews are ~50 MB at most. */
-const MAX_CACHED_PREVIEWS = 500
 
 /** The ISO 639-1 code of a language given by the caller, or a 400 naming the bad value. */
 const givenLanguage = (value: string) => {
@@ -138,15 +109,16 @@ const storedProfile = (analysis: CloneAnalyzeOutput) =>
   ({ profile: analysis.profile, plan: analysis.plan, candidates: analysis.candidates.slice(0, 5), dropped: analysis.dropped })
 
 const seconds = (ms: number) => (ms / 1000).toFixed(1)
-const mapPool = (e: EngineError) => transcriptionFromEngine(e)
 
 export const VoiceCloningLive = Layer.effect(
   VoiceCloning,
   Effect.gen(function*() {
-    const pool = yield* Inference
+    const decoder = yield* MediaDecoder
+    const recognizer = yield* Recognizer
+    const cloneAnalysis = yield* CloneAnalysis
+    const synthesizer = yield* Synthesizer
     const blobs = yield* BlobStore
     const clones = yield* VoiceClones
-    const previews = new PreviewCache(MAX_CACHED_PREVIEWS)
 
     /**
      * One sample → its transcript and the worker's analysis (profile + plan): decode, VAD
@@ -159,16 +131,10 @@ export const VoiceCloningLive = Layer.effect(
       /** `previewText` and `description`: weaker hints than `refText`, used after the sound. */
       hints: ReadonlyArray<string | undefined> = []
     ) {
-      const audio = yield* Effect.tryPromise({
-        try: (signal) => decodeMedia(file, { signal, maxDurationMs: 10 * 60_000 }),
-        catch: transcriptionFromMedia
-      })
-      const vadCopy = audio.pcm.slice()
-      const vad = yield* pool.run("vad.segments", { pcm: vadCopy } satisfies VadSegmentsInput, {
-        priority: "batch",
-        transfer: [vadCopy.buffer as ArrayBuffer]
-      }).pipe(Effect.mapError(mapPool))
-      const speechMs = vad.segments.reduce((sum, s) => sum + (s.endMs - s.startMs), 0)
+      const audio = yield* decoder.decodeMedia(file, { maxDurationMs: 10 * 60_000 })
+      const sample = pcmInMemory(audio.pcm)
+      const segments = yield* recognizer.findSpeech(sample)
+      const speechMs = segments.reduce((sum, s) => sum + (s.endMs - s.startMs), 0)
       if (speechMs < MIN_SPEECH_MS) {
         return yield* new VoiceCloneError({
           reason: "SpeechTooShort",
@@ -188,15 +154,9 @@ export const VoiceCloningLive = Layer.effect(
       let language = givenLanguage ?? languageOfText(refText)
       // The recogniser runs to hear whether the sample is English, or to transcribe an English one.
       if (language === undefined || (refText === undefined && ASR_LANGUAGES.has(language))) {
-        const parts = yield* Effect.forEach(vad.segments, (segment) => {
-          const from = Math.floor((segment.startMs * SAMPLE_RATE) / 1000)
-          const to = Math.min(audio.pcm.length, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
-          const pcm = audio.pcm.slice(from, to)
-          const input: RecognizeInput = { pcm, sampleOffset: from, language: "en" }
-          return pool.run("asr.recognize", input, { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] })
-        }, { concurrency: 2 }).pipe(
+        const parts = yield* recognizer.recognize(sample, segments, { language: "en", concurrency: ASR_CONCURRENCY }).pipe(
           // A transcript only helps the analysis; without one the clone is still made.
-          Effect.catch((e) => Effect.logWarning("clone sample not transcribed", { cause: String(e) }).pipe(Effect.as([] as Array<RecognizeOutput>)))
+          Effect.catch((e) => Effect.logWarning("clone sample not transcribed", { cause: String(e) }).pipe(Effect.as([] as ReadonlyArray<RecognizeOutput>)))
         )
         const words = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs)
         if (language === undefined && soundsEnglish(words)) language = "en"
@@ -206,12 +166,7 @@ export const VoiceCloningLive = Layer.effect(
       }
       language ??= hints.map(languageOfText).find((l) => l !== undefined) ?? DEFAULT_LANGUAGE
 
-      const pcm = audio.pcm.slice()
-      const analysis = yield* pool.run(
-        "clone.analyze",
-        { pcm, segments: vad.segments, language, refText } satisfies CloneAnalyzeInput,
-        { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] }
-      )
+      const analysis = yield* cloneAnalysis.analyze({ pcm: audio.pcm.slice(), segments, language, refText })
 
       return { refText, analysis, language }
     })
@@ -287,7 +242,7 @@ export const VoiceCloningLive = Layer.effect(
           }
           : {})
       }
-      previews.drop(request.voiceId)
+      yield* synthesizer.dropPreview(request.voiceId)
       if (request.file === undefined) {
         yield* clones.update(request.userId, request.voiceId, changes)
         return
@@ -305,7 +260,7 @@ export const VoiceCloningLive = Layer.effect(
     })
 
     const deleteClone = Effect.fn("VoiceCloning.deleteClone")(function*(userId: string, voiceId: string) {
-      previews.drop(voiceId)
+      yield* synthesizer.dropPreview(voiceId)
       const row = yield* clones.remove(userId, voiceId)
       yield* blobs.delete(row.sampleBlobKey)
     })
@@ -315,9 +270,7 @@ export const VoiceCloningLive = Layer.effect(
       editClone,
       deleteClone,
       listClones: (userId) => clones.list(userId),
-      getClone: (userId, voiceId) => clones.get(userId, voiceId),
-      cachedPreview: (row) => previews.get(row),
-      keepPreview: (row, wav) => previews.set(row, wav)
+      getClone: (userId, voiceId) => clones.get(userId, voiceId)
     }
   })
 )

@@ -62,15 +62,5 @@ export const renderMetrics = (sources: ReadonlyArray<GaugeSource>) =>
     return yield* PrometheusMetrics.format()
   })
 
-/**
- * Speech-to-text pipeline metrics. Effect's default metric registry is process-wide, so these
- * are updated from the pipeline (actors/Transcription.ts) and listed by `renderMetrics`.
- */
-export const sttMetrics = {
-  decodesStarted: Metric.counter("stt_decodes_started_total", { description: "Speech-to-text decodes started (ffmpeg runs)", incremental: true }),
-  decodesRefused: Metric.counter("stt_decodes_refused_total", { description: "Speech-to-text requests refused with 503 because too many decodes were running and waiting", incremental: true }),
-  decodesActive: Metric.gauge("stt_decodes_active", { description: "Speech-to-text decodes running now" }),
-  decodesWaiting: Metric.gauge("stt_decodes_waiting", { description: "Speech-to-text requests waiting for a decode slot" }),
-  decodesActivePeak: Metric.gauge("stt_decodes_active_peak", { description: "Most speech-to-text decodes ever running at once since start" }),
-  bufferBytesPeak: Metric.gauge("stt_buffer_bytes_peak", { description: "Largest single audio buffer the speech-to-text pipeline has held since start, bytes" })
-} as const
+/** Speech-to-text pipeline metrics live with their actor; listed here by the same registry. */
+export { sttMetrics } from "../actors/SttMetrics.ts"

@@ -39,6 +39,11 @@ import { tmpPurgeLayer } from "./TmpPurge.ts"
 import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 import { Inference } from "../engines/Inference.ts"
+import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
+import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
+import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
+import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
+import { PoolTts } from "../engines/tts/Tts.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
@@ -78,13 +83,21 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
   ).pipe(Layer.provide(accounts))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
+  // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).
+  const engines = Layer.mergeAll(
+    PoolTts.layer,
+    PoolRecognizer.layer,
+    PoolSpeakerEmbedding.layer,
+    PoolCloneAnalysis.layer,
+    FfmpegMediaDecoder.layer
+  ).pipe(Layer.provideMerge(pool))
   const voiceClones = VoiceClonesLive.pipe(Layer.provide(accounts))
   const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(
     Layer.provide(voiceClones),
-    Layer.provideMerge(pool)
+    Layer.provideMerge(engines)
   )
   const cloning = VoiceCloningLive.pipe(
-    Layer.provide(Layer.mergeAll(pool, voiceClones, localBlobStoreLayer(path.join(config.dataDir, "blobs"))))
+    Layer.provide(Layer.mergeAll(synthesizer, voiceClones, localBlobStoreLayer(path.join(config.dataDir, "blobs"))))
   )
   const transcriber = TranscriberLive({
     concurrency: config.workers,
@@ -92,7 +105,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     tmpDir: path.join(config.dataDir, "tmp")
   }).pipe(
     Layer.provide(SpeakerLabellerLive),
-    Layer.provide(Layer.merge(pool, accounts))
+    Layer.provide(Layer.merge(engines, accounts))
   )
   return Layer.mergeAll(accounts, housekeeping, synthesizer, transcriber, cloning, Layer.succeed(AppConfig, config))
 }

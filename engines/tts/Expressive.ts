@@ -34,11 +34,11 @@
  * offset).
  */
 import { rms } from "../audio/Pcm.ts"
-import type { Effect, Emotion, ExpressivePart, SpeechPart, Style } from "./ExpressiveTags.ts"
+import type { Emotion, ExpressivePart, SpeechPart, Style } from "./ExpressiveTags.ts"
 import { type EngineVoice, type TtsEngine, TtsError, type TtsResult, type WordTiming } from "./TtsEngine.ts"
 import { languageInfo } from "./Voices.ts"
 import { estimateF0, median, type PsolaResult, reshapePitch, sing, voicedValues } from "./Psola.ts"
-import { CHUCKLE_MS, EXHALE_MS, lpcWhisper, renderEffect } from "./VocalEffects.ts"
+import { lpcWhisper, renderEffect } from "./VocalEffects.ts"
 
 /** How a tag moves the voice. All relative: 1 (or 0 dB) leaves the voice as it is. */
 export interface Prosody {

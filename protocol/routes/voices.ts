@@ -17,9 +17,8 @@
  * cannot be deleted, which is not the same as "not found").
  */
 import { Effect, Schema } from "effect"
-import { previewSentence, Synthesizer } from "../../actors/Synthesizer.ts"
+import { Synthesizer } from "../../actors/Synthesizer.ts"
 import { MAX_NAME_CHARS, VoiceCloning } from "../../actors/VoiceCloning.ts"
-import { encodeWav } from "../../engines/audio/Wav.ts"
 import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { VoiceCloneRow } from "../../storage/VoiceClones.ts"
 import { ApiError, badRequest, notFound, unauthorized } from "../ApiError.ts"
@@ -81,14 +80,11 @@ export const voiceCatalogueRoutes = (options: VoiceCatalogueOptions): ReadonlyAr
       const preset = s.findVoice(voiceId)
       if (preset !== undefined) return Effect.succeed(voiceJson(preset, options.siteUrl(), apiBase))
       if (!voiceId.startsWith("vc_") || ctx.principal === null) return Effect.fail(unknown)
-      return Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning) =>
+      return Effect.flatMap(Effect.serviceOption(VoiceCloning), (cloning): Effect.Effect<typeof Voice.Type, unknown> =>
         cloning._tag === "None"
           ? Effect.fail(unknown)
           : Effect.map(cloning.value.getClone(ctx.principal!.userId, voiceId), (c) => cloneJson(c, options.siteUrl(), apiBase)))
     })
-
-  // Previews are short and the same forever: synthesize once per voice, keep the bytes.
-  const previews = new Map<string, Promise<Uint8Array> | Uint8Array>()
 
   return [
     {
@@ -175,28 +171,12 @@ export const voiceCatalogueRoutes = (options: VoiceCatalogueOptions): ReadonlyAr
         Effect.gen(function*() {
           const voiceId = ctx.params.voice_id!
           const synthesizer = yield* Synthesizer
-          if (voiceId.startsWith("vc_")) {
-            if (ctx.principal === null) return yield* unauthorized("a cloned voice's preview needs the owner's API key (xi-api-key or Authorization: Bearer)")
-            const voice = yield* synthesizer.resolveVoice(voiceId, ctx.principal.userId)
-            const cloning = yield* Effect.serviceOption(VoiceCloning)
-            const row = cloning._tag === "Some" ? yield* cloning.value.getClone(ctx.principal.userId, voiceId) : undefined
-            // Made once per version of the clone (VoiceCloning's cache, dropped on edit/delete).
-            const headers = { "content-type": "audio/wav", "cache-control": "private, no-store" }
-            const cached = row !== undefined && cloning._tag === "Some" ? cloning.value.cachedPreview(row) : undefined
-            if (cached !== undefined) return Reply.bytes(200, cached, headers)
-            const text = row?.previewText ?? previewSentence(voice.language)
-            const out = yield* synthesizer.synthesize({ voice, text, speed: 1, sampleRate: 24000, priority: "batch" })
-            const wav = encodeWav(out.pcm, out.sampleRate)
-            if (row !== undefined && cloning._tag === "Some") cloning.value.keepPreview(row, wav)
-            return Reply.bytes(200, wav, headers)
+          if (voiceId.startsWith("vc_") && ctx.principal === null) {
+            return yield* unauthorized("a cloned voice's preview needs the owner's API key (xi-api-key or Authorization: Bearer)")
           }
-          const voice = yield* synthesizer.resolveVoice(voiceId)
-          const cached = previews.get(voiceId)
-          if (cached instanceof Uint8Array) return Reply.bytes(200, cached, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })
-          const out = yield* synthesizer.synthesize({ voice, text: previewSentence(voice.language), speed: 1, sampleRate: 24000, priority: "batch" })
-          const wav = encodeWav(out.pcm, out.sampleRate)
-          previews.set(voiceId, wav)
-          return Reply.bytes(200, wav, { "content-type": "audio/wav", "cache-control": "public, max-age=86400" })
+          // Rendered once and cached by the Synthesizer (a clone's: per version, dropped on edit/delete).
+          const preview = yield* synthesizer.preview(voiceId, ctx.principal?.userId ?? null)
+          return Reply.bytes(200, preview.wav, { "content-type": "audio/wav", "cache-control": preview.shared ? "public, max-age=86400" : "private, no-store" })
         })
     }
   ]

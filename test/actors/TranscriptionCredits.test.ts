@@ -10,10 +10,11 @@ import * as path from "node:path"
 import t from "tap"
 import { Transcriber, TranscriberLive } from "../../actors/Transcription.ts"
 import { WorkerPool } from "../../runtime/WorkerPool.ts"
-import { Inference } from "../../engines/Inference.ts"
 import { Credits } from "../../storage/Credits.ts"
 import { Users } from "../../storage/Users.ts"
 import { accountLayers } from "../support/accounts.ts"
+import { PoolRecognizer } from "../../engines/asr/Recognizer.ts"
+import { FfmpegMediaDecoder } from "../../engines/media/MediaDecoderService.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 
 const reasonOf = <A, E>(exit: Exit.Exit<A, E>): string | undefined => {
@@ -27,7 +28,10 @@ t.test("transcription credits", async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "speech-stt-credits-"))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const transcriber = TranscriberLive({ concurrency: 1, maxConcurrentDecodes: 1, tmpDir: path.join(dir, "tmp") }).pipe(
-    Layer.provideMerge(Layer.merge(WorkerPool.layer({ workers: 1, maxQueue: 8 }), accounts))
+    Layer.provideMerge(Layer.mergeAll(
+      Layer.merge(PoolRecognizer.layer, FfmpegMediaDecoder.layer).pipe(Layer.provide(WorkerPool.layer({ workers: 1, maxQueue: 8 }))),
+      accounts
+    ))
   )
   const db = useTestDatabaseWith(t, transcriber)
   // Not media at all: decoding it fails (invalid media), so the reason tells which check ran first.

@@ -7,7 +7,7 @@
 import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import t from "tap"
-import { SpeechError } from "../../actors/SpeechError.ts"
+import { SpeechError } from "../../engines/tts/SpeechError.ts"
 import { type ResolvedVoice, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
 import { runTtsSession, type SessionMode } from "../../actors/TtsSession.ts"
 import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
@@ -73,7 +73,9 @@ const withSession = <A>(
     findVoice: () => undefined,
     resolveVoice: () => Effect.succeed(voice),
     synthesize: options.synthesize ?? ((r) => Effect.succeed(fakeOutput(r))),
-    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" }))
+    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
+    preview: () => Effect.die("no previews in this test"),
+    dropPreview: () => Effect.void
   }))
   const credits = Layer.succeed(Credits, {
     debit: (_userId: string, amount: number) => Effect.sync(() => debits.push(amount))

@@ -6,7 +6,7 @@
  */
 import { Effect, Exit, Layer, References, Scope } from "effect"
 import t, { type Test } from "tap"
-import { SpeechError } from "../../actors/SpeechError.ts"
+import { SpeechError } from "../../engines/tts/SpeechError.ts"
 import { Synthesizer } from "../../actors/Synthesizer.ts"
 import { mulawDecode } from "../../engines/audio/Mulaw.ts"
 import { OUTPUT_SAMPLE_RATES } from "../../engines/audio/OutputFormat.ts"
@@ -557,7 +557,9 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
       request.text.includes(MARKER)
         ? Effect.fail(new SpeechError({ reason: "EngineFailed", message: "the fake engine fails on the marker" }))
         : Effect.sleep("5 millis").pipe(Effect.as<SynthesizeOutput>({ pcm: fakePcm(request.text), sampleRate: request.sampleRate, engineSampleRate: RATE, words: [], engineMs: 0 })),
-    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "the fake engine has no expressive path" }))
+    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "the fake engine has no expressive path" })),
+    preview: () => Effect.die("no previews in this test"),
+    dropPreview: () => Effect.void
   })
   const scope = Effect.runSync(Scope.make())
   t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))

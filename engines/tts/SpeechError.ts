@@ -1,10 +1,11 @@
 /**
- * The error of the speech actors, with a reason per condition. Engine failures cross the worker
- * boundary as `EngineError` TaskFailed carrying the engine's reason; `fromEngine` turns those back
- * into this error so the edge can answer 400/404/502 precisely.
+ * The error of text-to-speech (the `Tts` service and the speech actors), with a reason per
+ * condition. Engine failures cross the worker boundary as `EngineError` TaskFailed carrying the
+ * engine's reason; `fromEngine` turns those back into this error so the edge can answer
+ * 400/404/502 precisely. Main thread only (imports effect): worker code throws `TaskError`.
  */
 import { Data } from "effect"
-import type { EngineError } from "../engines/Inference.ts"
+import type { EngineError } from "../Inference.ts"
 
 export type SpeechErrorReason =
   | "VoiceNotFound" // unknown preset or clone (404)

@@ -1,9 +1,11 @@
 /**
- * The error of the recognition pipeline, with a reason per condition; the edge maps each to its
- * status (415 not media, 400 damaged or unsupported, 502 engine trouble).
+ * The error of the recognition pipeline (the `MediaDecoder`, `Recognizer` and `SpeakerEmbedding`
+ * services and the transcriber), with a reason per condition; the edge maps each to its status
+ * (415 not media, 400 damaged or unsupported, 502 engine trouble). Main thread only (imports
+ * effect): worker code throws `TaskError`, the decoder `MediaError`.
  */
 import { Data } from "effect"
-import type { EngineError } from "../engines/Inference.ts"
+import type { EngineError } from "../Inference.ts"
 
 export type TranscriptionErrorReason =
   | "NotMedia" // the bytes are not audio or video (415)

@@ -1,0 +1,33 @@
+/**
+ * Speaker embeddings as the main thread sees it: fixed-length vectors of windows of 16 kHz
+ * speech (`speaker.embed`; by default the classical MFCC-statistics embedding). Worker failures
+ * become `TranscriptionError` (diarization is a stage of recognition); a busy or closing pool
+ * stays `EngineError`.
+ *
+ * Not to be confused with `SpeakerEmbedding.ts` beside it, the worker-side interface an
+ * embedding implementation provides. `SpeakerEmbedding` here is the service tag;
+ * `PoolSpeakerEmbedding.layer` runs it on the inference worker pool. Main thread only.
+ */
+import { Context, Effect, Layer } from "effect"
+import { type EngineError, Inference } from "../Inference.ts"
+import { type TranscriptionError, transcriptionFromEngine } from "../asr/TranscriptionError.ts"
+import type { SpeakerEmbedInput, SpeakerEmbedOutput } from "./tasks.ts"
+
+export class SpeakerEmbedding extends Context.Service<SpeakerEmbedding, {
+  /** `input.pcm`'s buffer moves to the engine: the caller passes a buffer of its own. */
+  readonly embed: (input: SpeakerEmbedInput) => Effect.Effect<SpeakerEmbedOutput, TranscriptionError | EngineError>
+}>()("speech/engines/SpeakerEmbedding") {}
+
+const makePoolSpeakerEmbedding = Effect.map(Inference, (pool) =>
+  SpeakerEmbedding.of({
+    embed: (input) =>
+      pool.run("speaker.embed", input, { priority: "batch", transfer: [input.pcm.buffer as ArrayBuffer] }).pipe(
+        Effect.mapError(transcriptionFromEngine)
+      )
+  }))
+
+/** `SpeakerEmbedding` on the worker pool, batch priority. */
+export const PoolSpeakerEmbedding = {
+  make: makePoolSpeakerEmbedding,
+  layer: Layer.effect(SpeakerEmbedding, makePoolSpeakerEmbedding) as Layer.Layer<SpeakerEmbedding, never, Inference>
+}
