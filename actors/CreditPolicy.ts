@@ -5,7 +5,7 @@
  * actors/TtsSession.ts, actors/Transcription.ts).
  *
  * - Text-to-speech: one credit per character, characters being Unicode code points
- *   (actors/TextLength.ts `countCharacters`: an emoji is one, expressive tags count too). No
+ *   (engines/text/TextLength.ts `countCharacters`: an emoji is one, expressive tags count too). No
  *   minimum, no rounding. HTTP (sync and stream) reserves the whole text and settles for the
  *   characters delivered; WebSocket debits each synthesized chunk (trimmed) as its audio is sent.
  * - Speech-to-text: one credit per started second of decoded audio (4.2 s costs 5; silence

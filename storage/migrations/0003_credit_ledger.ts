@@ -6,7 +6,7 @@
  *   and boot id: two rows with the same key live on one kernel, where a dead pid can be seen.
  * - `credit_reservations`: credits taken from `users.credits` for work in progress. Settling
  *   moves the amount used to the ledger and gives the rest back; a reservation of a dead
- *   instance is given back whole (storage/CreditReservations.ts).
+ *   instance is given back whole (storage/Credits.ts, storage/InstanceRegistry.ts).
  * - `credit_ledger`: every grant, debit and refund, signed (+ adds to the balance), with the
  *   balance right after it. Invariant per user: sum(amount) = credits + open reservations.
  *   Users that already have credits get an opening grant so the invariant holds from here on.
