@@ -60,7 +60,26 @@ export const settings = {
   initialCredits: setting("INITIAL_CREDITS", "Credits given to a user created without an explicit amount", "10000", intIn("INITIAL_CREDITS", 10_000, 0, Number.MAX_SAFE_INTEGER)),
   instanceHeartbeatS: setting("INSTANCE_HEARTBEAT_S", "PostgreSQL: how often each instance records that it is alive and gives back the credits reserved by dead instances, s", "10", intIn("INSTANCE_HEARTBEAT_S", 10, 1, 3600)),
   instanceStaleS: setting("INSTANCE_STALE_S", "PostgreSQL: an instance silent this long counts as dead and its reserved credits are given back; keep it several heartbeats, s", "60", intIn("INSTANCE_STALE_S", 60, 2, 86_400)),
-  tmpMaxAgeS: setting("TMP_MAX_AGE_S", "Temporary upload files under DATA_DIR/tmp older than this are deleted hourly and, with PostgreSQL, at start-up (younger ones may be another instance's upload in progress; embedded mode deletes them all at start-up), s", "21600", intIn("TMP_MAX_AGE_S", 21_600, 60, 365 * 86_400))
+  tmpMaxAgeS: setting("TMP_MAX_AGE_S", "Temporary upload files under DATA_DIR/tmp older than this are deleted hourly and, with PostgreSQL, at start-up (younger ones may be another instance's upload in progress; embedded mode deletes them all at start-up), s", "21600", intIn("TMP_MAX_AGE_S", 21_600, 60, 365 * 86_400)),
+  uploadMaxBytes: setting("UPLOAD_MAX_BYTES", "Largest file an authenticated caller may upload for a recognition job, bytes (anonymous callers: 25 MB)", String(2048 * mib), intIn("UPLOAD_MAX_BYTES", 2048 * mib, mib, Number.MAX_SAFE_INTEGER)),
+  anonJobMaxMinutes: setting("ANON_JOB_MAX_MINUTES", "Longest audio an anonymous recognition job may transcribe, minutes (0: no cap)", "30", intIn("ANON_JOB_MAX_MINUTES", 30, 0, 100_000)),
+  anonMinutesPerHour: setting("ANON_MINUTES_PER_HOUR", "Audio minutes anonymous jobs from one client address may transcribe per hour (0: no cap)", "60", intIn("ANON_MINUTES_PER_HOUR", 60, 0, 10_000_000)),
+  jobsConcurrency: setting("JOBS_CONCURRENCY", "Recognition jobs this instance runs at once (0: this instance runs none, it only accepts them)", "1", intIn("JOBS_CONCURRENCY", 1, 0, 256)),
+  jobLeaseS: setting("JOB_LEASE_S", "A running job's lease; renewed every third of it, and a job whose instance stopped renewing is claimed again after it, s", "30", intIn("JOB_LEASE_S", 30, 3, 3600)),
+  jobPollMs: setting("JOB_POLL_MS", "How often an idle instance looks for queued jobs started on other instances, ms", "1000", intIn("JOB_POLL_MS", 1000, 10, 600_000)),
+  jobMaxClaims: setting("JOB_MAX_CLAIMS", "Claims after which a job whose instances keep dying is failed instead of claimed again", "3", intIn("JOB_MAX_CLAIMS", 3, 1, 100)),
+  uploadSweepS: setting("UPLOAD_SWEEP_S", "How often reserved uploads whose address expired unused are removed (row and blob), s", "60", intIn("UPLOAD_SWEEP_S", 60, 1, 86_400)),
+  blobStore: setting("BLOB_STORE", "Where clone samples and job uploads are kept: local (DATA_DIR/blobs, uploads PUT to the service itself) or s3 (an S3-compatible bucket, uploads PUT straight to it)", "local", Config.Literals(["local", "s3"] as const, "BLOB_STORE").pipe(Config.withDefault("local" as const))),
+  s3Bucket: setting("S3_BUCKET", "BLOB_STORE=s3: the bucket", "(unset)", Config.option(Config.String("S3_BUCKET"))),
+  s3Endpoint: setting("S3_ENDPOINT", "BLOB_STORE=s3: endpoint URL of an S3-compatible server (unset: AWS)", "(unset)", Config.option(Config.String("S3_ENDPOINT"))),
+  s3Region: setting("S3_REGION", "BLOB_STORE=s3: region", "us-east-1", Config.String("S3_REGION").pipe(Config.withDefault("us-east-1"))),
+  s3AccessKeyId: setting("S3_ACCESS_KEY_ID", "BLOB_STORE=s3: access key id (unset: the AWS SDK's default credential chain)", "(unset)", Config.option(Config.String("S3_ACCESS_KEY_ID"))),
+  s3SecretAccessKey: setting("S3_SECRET_ACCESS_KEY", "BLOB_STORE=s3: secret access key", "(unset)", Config.option(Config.Redacted("S3_SECRET_ACCESS_KEY"))),
+  s3ForcePathStyle: setting("S3_FORCE_PATH_STYLE", "BLOB_STORE=s3: path-style addresses (bucket in the path; most self-hosted S3 servers need it)", "true", Config.Boolean("S3_FORCE_PATH_STYLE").pipe(Config.withDefault(true))),
+  webhookMaxAttempts: setting("WEBHOOK_MAX_ATTEMPTS", "Delivery attempts of one webhook event before it is marked dead", "8", intIn("WEBHOOK_MAX_ATTEMPTS", 8, 1, 100)),
+  webhookBackoffS: setting("WEBHOOK_BACKOFF_S", "Wait before the second delivery attempt; each later wait is four times longer (with jitter), so 8 attempts span about a day at 20 s", "20", intIn("WEBHOOK_BACKOFF_S", 20, 1, 86_400)),
+  webhookTimeoutS: setting("WEBHOOK_TIMEOUT_S", "A webhook receiver that has not answered within this long counts as a failed attempt, s", "10", intIn("WEBHOOK_TIMEOUT_S", 10, 1, 600)),
+  webhookSweepS: setting("WEBHOOK_SWEEP_S", "How often every instance looks for webhook deliveries that are due (a crash between commit and send is picked up here), s", "15", intIn("WEBHOOK_SWEEP_S", 15, 1, 3600))
 } as const
 
 type Settings = typeof settings
@@ -90,6 +109,9 @@ export const loadConfig = (provider: ConfigProvider.ConfigProvider) =>
     const stale = values.instanceStaleS as number | undefined
     if (heartbeat !== undefined && stale !== undefined && stale < 2 * heartbeat) {
       problems.push(`INSTANCE_STALE_S: must be at least twice INSTANCE_HEARTBEAT_S (${heartbeat}), got ${stale}`)
+    }
+    if (values.blobStore === "s3" && Option.isNone(values.s3Bucket as Option.Option<string>)) {
+      problems.push("S3_BUCKET: must be set when BLOB_STORE=s3")
     }
     if (problems.length > 0) {
       return yield* Effect.fail(new InvalidConfigError({ problems }))
