@@ -26,7 +26,9 @@ export const CreditPurpose = {
   tts: "tts",
   /** WebSocket text-to-speech. */
   ttsWebSocket: "tts_ws",
-  stt: "stt"
+  stt: "stt",
+  /** A queued recognition job (the reference is the job id). */
+  sttJob: "stt_job"
 } as const
 
 /** Credits of synthesizing `text`: its characters (code points). */

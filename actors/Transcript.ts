@@ -144,3 +144,33 @@ export const additionalFormats = (requested: ReadonlyArray<string>, words: Reado
     const r = renderers[f]!
     return { requested_format: f, file_extension: r.ext, content_type: r.type, is_base64_encoded: false, content: r.render(words) }
   })
+
+/** How the caller asked for the transcript: timestamps and extra files. */
+export interface TranscriptShape {
+  readonly granularity: "word" | "none" | "character"
+  readonly formats: ReadonlyArray<string>
+}
+
+/**
+ * The body of a finished transcription (ElevenLabs' SpeechToTextChunkResponseModel): the same
+ * for the synchronous endpoint, a job's `result`, its webhook delivery and the transcripts
+ * endpoint. `none` granularity drops word times; speaker ids stay.
+ */
+export const speechToTextBody = (
+  result: { readonly language: string; readonly languageDetected: boolean; readonly words: ReadonlyArray<TimedWord> },
+  shape: TranscriptShape,
+  transcriptionId: string
+): Record<string, unknown> => {
+  const words = transcriptWords(result.words).map((w) =>
+    shape.granularity === "none" ? { text: w.text, type: w.type, ...(w.speaker_id ? { speaker_id: w.speaker_id } : {}), logprob: w.logprob } : w
+  )
+  const body: Record<string, unknown> = {
+    language_code: result.language,
+    language_probability: result.languageDetected ? 1 : 0,
+    text: transcriptText(result.words),
+    words,
+    transcription_id: transcriptionId
+  }
+  if (shape.formats.length > 0) body.additional_formats = additionalFormats(shape.formats, result.words)
+  return body
+}

@@ -32,7 +32,7 @@ import * as path from "node:path"
 import { type PcmSource, Recognizer } from "../engines/asr/Recognizer.ts"
 import { TranscriptionError } from "../engines/asr/TranscriptionError.ts"
 import { MediaDecoder } from "../engines/media/MediaDecoderService.ts"
-import type { EngineError } from "../engines/Inference.ts"
+import type { EngineError, Priority } from "../engines/Inference.ts"
 import type { AccountsError } from "../storage/AccountsError.ts"
 import { Credits } from "../storage/Credits.ts"
 import { Users } from "../storage/Users.ts"
@@ -42,13 +42,33 @@ import { sttMetrics } from "./SttMetrics.ts"
 import type { TimedWord } from "./Transcript.ts"
 
 
-export interface TranscribeOptions {
+export interface TranscribeOptions<E = never> {
   /** ISO 639-1 requested by the caller; undefined lets the engine answer its language. */
   readonly language?: string | undefined
   readonly diarize: boolean
   readonly numSpeakers?: number | undefined
-  /** Account billed per audio second; null for anonymous job uploads. */
+  /**
+   * Account billed per audio second; null when nobody is billed here (anonymous jobs, and jobs
+   * whose runner bills in its own transaction through `onDecoded`).
+   */
   readonly userId: string | null
+  /** Pool lane of the recognition tasks; default batch (synchronous requests). */
+  readonly priority?: Priority
+  /** Told where the work is: the stage and the fraction of it done (0-1). */
+  readonly onProgress?: (progress: RecognitionProgress) => Effect.Effect<void>
+  /**
+   * Called once the decoded length is known, before recognition: a job checks its caps and
+   * reserves its credits here, and a failure ends the transcription before any recognition.
+   */
+  readonly onDecoded?: (durationMs: number) => Effect.Effect<void, E>
+}
+
+export type RecognitionStage = "decoding" | "detecting_speech" | "recognising" | "diarizing"
+
+export interface RecognitionProgress {
+  readonly stage: RecognitionStage
+  /** Of the stage, 0-1. */
+  readonly fraction: number
 }
 
 export interface TranscriptionResult {
@@ -81,10 +101,10 @@ export class Transcriber extends Context.Service<Transcriber, {
    * charge; a cheap read, so the route refuses before it reads an upload.
    */
   readonly requireCredit: (userId: string | null) => Effect.Effect<void, AccountsError | SqlError>
-  readonly transcribeFile: (
+  readonly transcribeFile: <E = never>(
     file: string,
-    options: TranscribeOptions
-  ) => Effect.Effect<TranscriptionResult, TranscriptionError | EngineError | AccountsError | SqlError>
+    options: TranscribeOptions<E>
+  ) => Effect.Effect<TranscriptionResult, TranscriptionError | EngineError | AccountsError | SqlError | E>
 }>()("speech/actors/Transcriber") {}
 
 /** Requests that may wait for a decode slot, per slot. */
@@ -137,7 +157,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         if (balance < STT_MIN_CHARGE_CREDITS) return yield* sttBelowMinimum(balance)
       })
 
-      const transcribeFile = Effect.fn("Transcriber.transcribeFile")(function*(file: string, request: TranscribeOptions) {
+      const transcribeFile = Effect.fn("Transcriber.transcribeFile")(function*<E>(file: string, request: TranscribeOptions<E>) {
         /** Credits to charge when the scope closes: set only once the transcript is complete. */
         let charged = 0
         // Before any work (the balance may have changed while the upload arrived): one credit.
@@ -152,11 +172,14 @@ export const TranscriberLive = (options: TranscriberOptions) =>
           peakBufferBytes = bytes
           return Metric.update(sttMetrics.bufferBytesPeak, bytes)
         }
+        const progress = (stage: RecognitionStage, fraction: number) =>
+          request.onProgress === undefined ? Effect.void : request.onProgress({ stage, fraction })
         mkdirSync(options.tmpDir, { recursive: true })
         const spillFile = path.join(options.tmpDir, `stt-${randomBytes(8).toString("hex")}.pcm`)
         yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(spillFile, { force: true })))
 
         // decodeMs is ffmpeg's own time (spawn to exit); a wait for a decode slot is not in it.
+        yield* progress("decoding", 0)
         const audio = yield* gate.run(
           Effect.andThen(
             Metric.update(sttMetrics.decodesStarted, 1),
@@ -167,6 +190,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
         const decodeMs = audio.decodeMs
         const seconds = sttCredits(audio.durationMs)
         if (reservation !== undefined) yield* credits.resize(reservation, seconds)
+        if (request.onDecoded !== undefined) yield* request.onDecoded(audio.durationMs)
 
         const handle = yield* Effect.acquireRelease(Effect.promise(() => open(spillFile, "r")), (h) => Effect.promise(() => h.close()))
         const pcm: SpilledPcm = {
@@ -176,10 +200,18 @@ export const TranscriberLive = (options: TranscriberOptions) =>
 
         const recognise = Effect.gen(function*() {
           const vadStarted = performance.now()
-          const segments = yield* recognizer.findSpeech(pcm, { held })
+          const priority = request.priority ?? "batch"
+          yield* progress("detecting_speech", 0)
+          const segments = yield* recognizer.findSpeech(pcm, { held, priority, progress: (f) => progress("detecting_speech", f) })
           const vadMs = performance.now() - vadStarted
           const asrStarted = performance.now()
-          const parts = yield* recognizer.recognize(pcm, segments, { language: request.language, concurrency: options.concurrency })
+          yield* progress("recognising", 0)
+          const parts = yield* recognizer.recognize(pcm, segments, {
+            language: request.language,
+            concurrency: options.concurrency,
+            priority,
+            progress: (f) => progress("recognising", f)
+          })
           const asrMs = performance.now() - asrStarted
           let words: ReadonlyArray<TimedWord> = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs)
           const diarizeStarted = performance.now()
@@ -187,7 +219,9 @@ export const TranscriberLive = (options: TranscriberOptions) =>
             if (labeller._tag === "None") {
               return yield* new TranscriptionError({ reason: "EngineUnavailable", message: "diarization is not available on this deployment" })
             }
+            yield* progress("diarizing", 0)
             words = yield* labeller.value.label(pcm, segments, words, request.numSpeakers)
+            yield* progress("diarizing", 1)
           }
           const diarizeMs = performance.now() - diarizeStarted
           // "und" (ISO 639 undetermined) when nothing was recognised: language_code is never null.

@@ -16,8 +16,12 @@ export type TaskKind = keyof Tasks & string
 export type InputOf<K extends TaskKind> = TaskInput<Tasks, K>
 export type OutputOf<K extends TaskKind> = TaskOutput<Tasks, K>
 
-/** Realtime tasks (live sessions, streamed segments) leave the queue before any batch task. */
-export type Priority = "realtime" | "batch"
+/**
+ * Realtime tasks (live sessions, streamed segments) leave the queue before any batch task
+ * (synchronous requests), and batch before background (queued recognition jobs), so a long
+ * job never delays a caller who is waiting on the line.
+ */
+export type Priority = "realtime" | "batch" | "background"
 
 export interface RunOptions {
   /** Default batch. */

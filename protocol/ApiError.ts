@@ -18,6 +18,8 @@ import type { OutputFormatErrorReason } from "../engines/audio/OutputFormat.ts"
 import type { EngineErrorReason } from "../engines/Inference.ts"
 import type { AccountsError } from "../storage/AccountsError.ts"
 import type { VoiceClonesError } from "../storage/VoiceClones.ts"
+import type { RecognitionJobError } from "../actors/RecognitionJobError.ts"
+import type { BlobStoreError } from "../storage/BlobStore.ts"
 
 export class ApiError extends Data.TaggedError("ApiError")<{
   readonly status: number
@@ -67,6 +69,8 @@ export type ErrorKey =
   | `OutboundAddressError.${OutboundAddressError["reason"]}`
   | `SqlError.${Extract<SqlError["reason"]["_tag"], "ConnectionError" | "AuthenticationError">}`
   | `OutputFormatError.${OutputFormatErrorReason}`
+  | `RecognitionJobError.${RecognitionJobError["reason"]}`
+  | `BlobStoreError.${BlobStoreError["reason"]}`
 
 /**
  * `<_tag>.<reason>` of each domain error → its HTTP answer. The compiler checks the rows against
@@ -121,7 +125,13 @@ const table = {
   "SqlError.AuthenticationError": { status: 503, code: "database_unavailable", exposeMessage: false },
   "OutputFormatError.UnsupportedCodec": { status: 415, code: "unsupported_output_format", exposeMessage: true },
   "OutputFormatError.UnsupportedSampleRate": { status: 415, code: "unsupported_output_format", exposeMessage: true },
-  "OutputFormatError.Malformed": { status: 415, code: "unsupported_output_format", exposeMessage: true }
+  "OutputFormatError.Malformed": { status: 415, code: "unsupported_output_format", exposeMessage: true },
+  "RecognitionJobError.AnonymousQuota": { status: 429, code: "anonymous_quota_exceeded", exposeMessage: true },
+  "RecognitionJobError.Abandoned": { status: 502, code: "job_abandoned", exposeMessage: true },
+  "RecognitionJobError.UploadTooLarge": { status: 413, code: "payload_too_large", exposeMessage: true },
+  // Blob messages name files and keys: the client gets a plain sentence.
+  "BlobStoreError.NotFound": { status: 409, code: "upload_missing", exposeMessage: false, publicMessage: "the uploaded file is missing" },
+  "BlobStoreError.IoFailed": { status: 503, code: "storage_unavailable", exposeMessage: false }
 } satisfies Record<ErrorKey, Mapping>
 
 const rows: Readonly<Record<string, Mapping | undefined>> = table

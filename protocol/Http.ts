@@ -20,6 +20,11 @@ export interface HttpRequest {
   /** Lower-cased header names. */
   readonly headers: Readonly<Record<string, string>>
   readonly requestId: string
+  /**
+   * The TCP peer's address (IPv4, or IPv6 text). Behind a reverse proxy this is the proxy;
+   * no forwarded header is trusted.
+   */
+  readonly remoteAddress: string
 }
 
 /** Reads the request body while it arrives; each call may be made once per request. */

@@ -139,12 +139,24 @@ export class Exchange {
           return self.query
         },
         headers: this.headers,
-        requestId: this.requestId
+        requestId: this.requestId,
+        get remoteAddress() {
+          return self.remoteAddress()
+        }
       },
       params: this.params,
       principal,
       body: this.body ?? noBody
     }
+  }
+
+  private remote: string | undefined
+  /** The peer's address, read from uWS on first use (most requests never ask). */
+  remoteAddress(): string {
+    if (this.remote === undefined) {
+      this.remote = this.aborted ? "" : Buffer.from(this.res.getRemoteAddressAsText()).toString()
+    }
+    return this.remote
   }
 
   abort(): void {

@@ -5,7 +5,7 @@
  * Order matters for shutdown: the server is built last so it is drained first (scope finalizers
  * run in reverse), then the worker pool closes, then the database.
  */
-import { Effect, Layer, Option, Scope } from "effect"
+import { Context, Effect, Layer, Option, Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
@@ -18,6 +18,18 @@ import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
 import { userRoutes } from "../protocol/routes/user.ts"
 import { voiceCatalogueRoutes, voiceRoutes } from "../protocol/routes/voices.ts"
 import { localBlobStoreLayer } from "../storage/BlobStore.ts"
+import { recognitionJobsLayer } from "../storage/RecognitionJobs.ts"
+import { sharedSecret } from "../storage/ServiceSecrets.ts"
+import { uploadSweeperLayer } from "../storage/UploadSweeper.ts"
+import { Webhooks } from "../storage/Webhooks.ts"
+import { fetchToFile } from "../storage/RemoteMedia.ts"
+import { JobRunner, JobRunnerLive } from "../actors/RecognitionJobRunner.ts"
+import { toApiError } from "../protocol/ApiError.ts"
+import { jobRoutes } from "../protocol/routes/jobs.ts"
+import { uploadPath, uploadRoutes } from "../protocol/routes/uploads.ts"
+import { MAX_INLINE_BYTES } from "../protocol/routes/stt.ts"
+import { BlobStore } from "../storage/BlobStore.ts"
+import { RecognitionJobs } from "../storage/RecognitionJobs.ts"
 import { VoiceClonesLive } from "../storage/VoiceClones.ts"
 import * as path from "node:path"
 import type { Route } from "../protocol/Http.ts"
@@ -45,6 +57,14 @@ import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { PoolTts } from "../engines/tts/Tts.ts"
 
+/** Until the webhook store lands: no subscriptions exist. */
+const interimWebhooks = Layer.succeed(Webhooks, Webhooks.of({
+  create: () => Effect.die(new Error("webhooks not available")),
+  list: () => Effect.succeed([]),
+  find: () => Effect.succeed(undefined),
+  revoke: () => Effect.succeed(false)
+}))
+
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
 export interface RunningService {
@@ -65,7 +85,11 @@ export interface ServiceOverrides {
   readonly searchPath?: string
 }
 
+/** The site's public URL as known so far: with PORT=0 it is fixed once the server listens. */
+export class SiteAddress extends Context.Service<SiteAddress, { current: string }>()("speech/runtime/SiteAddress") {}
+
 export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverrides = {}) => {
+  const siteAddress = { current: config.siteUrlText }
   const database = databaseLayer({
     databaseUrl: databaseUrlText(config),
     dataDir: config.dataDir,
@@ -92,12 +116,20 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     FfmpegMediaDecoder.layer
   ).pipe(Layer.provideMerge(pool))
   const voiceClones = VoiceClonesLive.pipe(Layer.provide(accounts))
+  // Clone samples and job uploads; the local store's presigned addresses point at this service
+  // (its URL is known only after listening with PORT=0: read per address).
+  const blobStore = config.blobStore === "s3"
+    ? Layer.effect(BlobStore, Effect.die(new Error("BLOB_STORE=s3 is not wired yet")))
+    : Layer.unwrap(Effect.map(sharedSecret("upload_signing"), (secret) =>
+      localBlobStoreLayer(path.join(config.dataDir, "blobs"), { baseUrl: () => `${siteAddress.current}${uploadPath(config.apiBase)}`, secret }))).pipe(
+        Layer.provide(accounts)
+      )
   const synthesizer = SynthesizerLive({ piperDirectory: Option.getOrUndefined(config.piperVoicesDir) }).pipe(
     Layer.provide(voiceClones),
     Layer.provideMerge(engines)
   )
   const cloning = VoiceCloningLive.pipe(
-    Layer.provide(Layer.mergeAll(synthesizer, voiceClones, localBlobStoreLayer(path.join(config.dataDir, "blobs"))))
+    Layer.provide(Layer.mergeAll(synthesizer, voiceClones, blobStore))
   )
   const transcriber = TranscriberLive({
     concurrency: config.workers,
@@ -107,7 +139,42 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     Layer.provide(SpeakerLabellerLive),
     Layer.provide(Layer.merge(engines, accounts))
   )
-  return Layer.mergeAll(accounts, housekeeping, synthesizer, transcriber, cloning, Layer.succeed(AppConfig, config))
+  const tmpDir = path.join(config.dataDir, "tmp")
+  const ca = Option.match(config.urlFetchCaFile, { onNone: () => undefined, onSome: (f) => readFileSync(f, "utf8") })
+  const jobStore = Layer.mergeAll(recognitionJobsLayer, interimWebhooks).pipe(Layer.provide(accounts))
+  const jobRunner = JobRunnerLive({
+    instanceId,
+    concurrency: config.jobsConcurrency,
+    leaseMs: config.jobLeaseS * 1000,
+    pollMs: config.jobPollMs,
+    maxClaims: config.jobMaxClaims,
+    tmpDir,
+    anonJobMaxSeconds: config.anonJobMaxMinutes * 60,
+    anonSecondsPerHour: config.anonMinutesPerHour * 60,
+    describeError: (failure) => {
+      const { error } = toApiError(failure)
+      return { code: error.code, message: error.message }
+    },
+    fetchSource: (url) =>
+      fetchToFile(url, { tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: config.urlFetchAllowPrivate, ca }).pipe(
+        Effect.map((r) => r.file)
+      ),
+    deliveryWritten: Effect.void
+  }).pipe(Layer.provide(Layer.mergeAll(transcriber, jobStore, blobStore, accounts)))
+  const sweeper = uploadSweeperLayer(config.uploadSweepS * 1000).pipe(Layer.provide(Layer.merge(jobStore, blobStore)))
+  return Layer.mergeAll(
+    accounts,
+    housekeeping,
+    synthesizer,
+    transcriber,
+    cloning,
+    jobStore,
+    blobStore,
+    jobRunner,
+    sweeper,
+    Layer.succeed(SiteAddress, siteAddress),
+    Layer.succeed(AppConfig, config)
+  )
 }
 
 /** Starts the server inside the caller's scope; the returned `drain` performs graceful shutdown. */
@@ -126,7 +193,8 @@ export const startServer = Effect.gen(function*() {
   /** SPEC 7: every 401 points at the protected-resource metadata. */
   const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning>> = [
+  const siteAddress = yield* SiteAddress
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...voiceCatalogueRoutes({ apiBase: config.apiBase, siteUrl: () => siteUrl }),
     ...ttsRoutes({
@@ -140,7 +208,17 @@ export const startServer = Effect.gen(function*() {
       apiBase: config.apiBase,
       tmpDir: path.join(config.dataDir, "tmp"),
       urlFetch: { allowPrivate: config.urlFetchAllowPrivate, caFile: Option.getOrUndefined(config.urlFetchCaFile) }
-    })
+    }),
+    ...jobRoutes({
+      apiBase: config.apiBase,
+      maxJsonBodyBytes: config.maxJsonBodyBytes,
+      uploadMaxBytes: config.uploadMaxBytes,
+      anonSecondsPerHour: config.anonMinutesPerHour * 60,
+      deliveryDue: Effect.void
+    }),
+    ...(config.blobStore === "local"
+      ? uploadRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp"), secret: yield* sharedSecret("upload_signing").pipe(Effect.provideService(SqlClient, sql)) })
+      : [])
   ]
   let openApiText: string | undefined
   const site = SiteInfo.of({
@@ -193,6 +271,7 @@ export const startServer = Effect.gen(function*() {
     Effect.provideService(MetricsText, metricsText)
   )
   if (config.port === 0) siteUrl = siteUrl.replace(/:0$/, `:${server.port}`)
+  siteAddress.current = siteUrl
   yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,

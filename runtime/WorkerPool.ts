@@ -64,17 +64,17 @@ interface Waiting {
   readonly close: () => void
 }
 
-/** Two FIFO lanes; realtime drains first. Sizes are bounded by `maxQueue`, so arrays suffice. */
+/** Three FIFO lanes; realtime drains first, background last. Sizes are bounded by `maxQueue`, so arrays suffice. */
 class Lanes {
-  private readonly lanes: Record<Priority, Array<Waiting>> = { realtime: [], batch: [] }
+  private readonly lanes: Record<Priority, Array<Waiting>> = { realtime: [], batch: [], background: [] }
   get size(): number {
-    return this.lanes.realtime.length + this.lanes.batch.length
+    return this.lanes.realtime.length + this.lanes.batch.length + this.lanes.background.length
   }
   push(priority: Priority, task: Waiting): void {
     this.lanes[priority].push(task)
   }
   shift(): Waiting | undefined {
-    return this.lanes.realtime.shift() ?? this.lanes.batch.shift()
+    return this.lanes.realtime.shift() ?? this.lanes.batch.shift() ?? this.lanes.background.shift()
   }
   remove(task: Waiting): void {
     for (const lane of Object.values(this.lanes)) {
@@ -83,9 +83,10 @@ class Lanes {
     }
   }
   drain(): Array<Waiting> {
-    const all = [...this.lanes.realtime, ...this.lanes.batch]
+    const all = [...this.lanes.realtime, ...this.lanes.batch, ...this.lanes.background]
     this.lanes.realtime.length = 0
     this.lanes.batch.length = 0
+    this.lanes.background.length = 0
     return all
   }
 }

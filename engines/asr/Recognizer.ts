@@ -15,7 +15,7 @@
  * `PoolRecognizer.layer` runs it on the inference worker pool. Main thread only.
  */
 import { Context, Effect, Layer } from "effect"
-import { type EngineError, Inference } from "../Inference.ts"
+import { type EngineError, Inference, type Priority } from "../Inference.ts"
 import { VAD_FRAME_MS, VAD_FRAME_SAMPLES, type VadCarry } from "../vad/SileroVad.ts"
 import { type SpeechSegment, speechSegments } from "../vad/SpeechSegments.ts"
 import type { VadProbabilitiesInput } from "../vad/tasks.ts"
@@ -47,6 +47,10 @@ export const pcmInMemory = (pcm: Int16Array): PcmSource => ({
 export interface FindSpeechOptions {
   /** Told the size of the buffers the pipeline itself allocates (the probabilities), bytes. */
   readonly held?: (bytes: number) => Effect.Effect<void>
+  /** Pool lane; default batch (queued jobs run as background). */
+  readonly priority?: Priority
+  /** Told the fraction of the audio scanned after each block, 0-1. */
+  readonly progress?: (fraction: number) => Effect.Effect<void>
 }
 
 export interface RecognizeOptions {
@@ -54,6 +58,10 @@ export interface RecognizeOptions {
   readonly language?: string | undefined
   /** Segments recognised at once (pool tasks in flight). */
   readonly concurrency: number
+  /** Pool lane; default batch. */
+  readonly priority?: Priority
+  /** Told the fraction of speech recognised (by duration) after each segment, 0-1. */
+  readonly progress?: (fraction: number) => Effect.Effect<void>
 }
 
 export class Recognizer extends Context.Service<Recognizer, {
@@ -83,23 +91,31 @@ const makePoolRecognizer = Effect.map(Inference, (pool) => {
         const block = yield* audio.read(from, Math.min(audio.samples, from + VAD_BLOCK_SAMPLES))
         const moved = [block.buffer as ArrayBuffer, ...(carry !== undefined ? [carry.state.buffer as ArrayBuffer, carry.context.buffer as ArrayBuffer] : [])]
         const out = yield* pool.run("vad.probabilities", { pcm: block, ...(carry !== undefined ? { carry } : {}) } satisfies VadProbabilitiesInput, {
-          priority: "batch",
+          priority: options.priority ?? "batch",
           transfer: moved
         })
         probabilities.set(out.probabilities, from / VAD_FRAME_SAMPLES)
         carry = out.carry
+        if (options.progress !== undefined) yield* options.progress(Math.min(1, (from + VAD_BLOCK_SAMPLES) / audio.samples))
       }
       return speechSegments(probabilities, VAD_FRAME_MS, (audio.samples * 1000) / RECOGNIZER_SAMPLE_RATE) as ReadonlyArray<SpeechSegment>
     }).pipe(Effect.mapError(transcriptionFromEngine))
 
-  const recognize = (audio: PcmSource, segments: ReadonlyArray<SpeechSegment>, options: RecognizeOptions) =>
-    Effect.forEach(segments, (segment) =>
+  const recognize = (audio: PcmSource, segments: ReadonlyArray<SpeechSegment>, options: RecognizeOptions) => {
+    // Progress by speech duration: segments differ in length and finish out of order.
+    const totalMs = segments.reduce((sum, s) => sum + (s.endMs - s.startMs), 0)
+    let doneMs = 0
+    return Effect.forEach(segments, (segment) =>
       Effect.gen(function*() {
         const { from, to } = segmentSamples(audio, segment)
         const pcm = yield* audio.read(from, to)
         const input: RecognizeInput = { pcm, sampleOffset: from, ...(options.language !== undefined ? { language: options.language } : {}) }
-        return yield* pool.run("asr.recognize", input, { priority: "batch", transfer: [pcm.buffer as ArrayBuffer] })
+        const out = yield* pool.run("asr.recognize", input, { priority: options.priority ?? "batch", transfer: [pcm.buffer as ArrayBuffer] })
+        doneMs += segment.endMs - segment.startMs
+        if (options.progress !== undefined) yield* options.progress(totalMs > 0 ? doneMs / totalMs : 1)
+        return out
       }), { concurrency: options.concurrency }).pipe(Effect.mapError(transcriptionFromEngine))
+  }
 
   return Recognizer.of({ findSpeech, recognize })
 })

@@ -7,8 +7,14 @@ import { readFileSync, rmSync } from "node:fs"
 
 import { randomBytes } from "node:crypto"
 import { fetchToFile } from "../../storage/RemoteMedia.ts"
-import { additionalFormats, knownFormats, transcriptText, transcriptWords } from "../../actors/Transcript.ts"
+import { speechToTextBody } from "../../actors/Transcript.ts"
+import { parseTranscriptionOptions, truthy } from "../TranscriptionOptions.ts"
+import { queueWebhookTranscription } from "./jobs.ts"
 import { Transcriber } from "../../actors/Transcription.ts"
+import type { JobRunner } from "../../actors/RecognitionJobRunner.ts"
+import type { BlobStore } from "../../storage/BlobStore.ts"
+import type { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
+import type { Webhooks } from "../../storage/Webhooks.ts"
 import { badRequest } from "../ApiError.ts"
 import { Reply, type Route } from "../Http.ts"
 import { withMultipart } from "../MultipartForm.ts"
@@ -24,29 +30,7 @@ export interface SttRouteOptions {
   readonly urlFetch: { readonly allowPrivate: boolean; readonly caFile: string | undefined }
 }
 
-/** ISO 639-3 codes the SDKs document for the recognizers here, mapped to the 639-1 the engines use. */
-const iso6393: Record<string, string> = { eng: "en", est: "et" }
-const toIso6391 = (code: string | undefined): string | undefined => {
-  const c = code?.trim().toLowerCase()
-  return c === undefined || c === "" ? undefined : iso6393[c] ?? c
-}
-
-const truthy = (v: string | undefined) => v !== undefined && /^(true|1|yes|on)$/i.test(v.trim())
-
-/** `additional_formats` as the SDK sends it (a JSON string of objects), or a plain comma list. */
-export const parseFormats = (raw: string | undefined): Array<string> => {
-  if (raw === undefined || raw.trim() === "") return []
-  let items: Array<unknown>
-  try {
-    const parsed = JSON.parse(raw) as unknown
-    items = Array.isArray(parsed) ? parsed : [parsed]
-  } catch {
-    items = raw.split(",")
-  }
-  return items.map((i) => (typeof i === "string" ? i : (i as { format?: unknown })?.format)).map((f) => String(f ?? "").trim().toLowerCase())
-}
-
-export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcriber>> => {
+export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcriber | RecognitionJobs | BlobStore | JobRunner | Webhooks>> => {
   const ca = options.urlFetch.caFile !== undefined ? readFileSync(options.urlFetch.caFile, "utf8") : undefined
   return [
     {
@@ -58,7 +42,7 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
       tags: ["speech-to-text"],
       requestBody: { contentType: "multipart/form-data", schema: SpeechToTextRequest },
       responses: {
-        200: { description: "the transcript", schema: SpeechToTextResponse },
+        200: { description: "the transcript; with webhook=true only the accepted task (task_id, transcription_id), the transcript goes to the webhook", schema: SpeechToTextResponse },
         400: { description: "malformed request, damaged media, unsupported language, bad URL", schema: ErrorBody },
         402: { description: "out of credits (a caller below the minimum charge of 1 credit is refused before the upload is stored)", schema: ErrorBody },
         413: { description: "file over 100 MB", schema: ErrorBody },
@@ -75,46 +59,30 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
           Effect.gen(function*() {
             const f = form.fields
             if ((f.model_id ?? "").trim() === "") return yield* badRequest("model_id is required (any non-empty value; the service's own engine is used)")
-            if (truthy(f.webhook)) {
-              return yield* badRequest("webhook delivery comes with the asynchronous job flow, which this deployment does not offer yet")
-            }
-            const granularity = (f.timestamps_granularity ?? "word").trim().toLowerCase()
-            if (!["word", "none", "character"].includes(granularity)) {
-              return yield* badRequest(`timestamps_granularity must be word, none or character, got ${granularity}`)
-            }
-            const formats = parseFormats(f.additional_formats)
-            const unknown = formats.filter((x) => !knownFormats.has(x))
-            if (unknown.length > 0) return yield* badRequest(`unknown additional_formats: ${unknown.join(", ")}; supported: srt, txt, segmented_json (docx, html, pdf are skipped)`)
-            const numSpeakers = f.num_speakers !== undefined && f.num_speakers.trim() !== "" ? Number(f.num_speakers) : undefined
-            if (numSpeakers !== undefined && !(Number.isInteger(numSpeakers) && numSpeakers >= 1 && numSpeakers <= 32)) {
-              return yield* badRequest("num_speakers must be an integer from 1 to 32")
-            }
+            const transcription = yield* parseTranscriptionOptions(f)
             const url = f.cloud_storage_url ?? f.source_url
             const upload = form.files[0]
             if (upload === undefined && (url === undefined || url.trim() === "")) {
               return yield* badRequest("send the media as the multipart file field, or its https URL in cloud_storage_url")
+            }
+            if (truthy(f.webhook)) {
+              return yield* queueWebhookTranscription(
+                ctx,
+                f,
+                upload !== undefined ? { file: upload.path, bytes: upload.bytes, filename: upload.filename || null } : { url: url!.trim() }
+              )
             }
             const file = upload !== undefined
               ? upload.path
               : (yield* fetchToFile(url!.trim(), { tmpDir: options.tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: options.urlFetch.allowPrivate, ca })).file
             const transcriber = yield* Transcriber
             const result = yield* transcriber.transcribeFile(file, {
-              language: toIso6391(f.language_code),
-              diarize: truthy(f.diarize),
-              numSpeakers,
+              language: transcription.languageCode,
+              diarize: transcription.diarize,
+              numSpeakers: transcription.numSpeakers,
               userId: ctx.principal?.userId ?? null
             }).pipe(Effect.ensuring(upload === undefined ? Effect.sync(() => removeQuietly(file)) : Effect.void))
-            const words = transcriptWords(result.words).map((w) =>
-              granularity === "none" ? { text: w.text, type: w.type, ...(w.speaker_id ? { speaker_id: w.speaker_id } : {}), logprob: w.logprob } : w
-            )
-            const body: Record<string, unknown> = {
-              language_code: result.language,
-              language_probability: result.languageDetected ? 1 : 0,
-              text: transcriptText(result.words),
-              words,
-              transcription_id: `tr_${randomBytes(8).toString("hex")}`
-            }
-            if (formats.length > 0) body.additional_formats = additionalFormats(formats, result.words)
+            const body = speechToTextBody(result, { granularity: transcription.timestampsGranularity, formats: transcription.additionalFormats }, `tr_${randomBytes(8).toString("hex")}`)
             return Reply.json(200, body, { "x-audio-duration-ms": String(Math.round(result.durationMs)) })
           }))
         })

@@ -1,0 +1,27 @@
+/**
+ * Removes reserved uploads that never started: once a job's presigned address has expired
+ * while it is still `uploading`, nothing can complete it, so its row and any blob a client
+ * put there are deleted. Runs every `intervalMs` in every instance (the DELETE is safe to run
+ * concurrently: each row goes once).
+ */
+import { Effect, Layer, Schedule } from "effect"
+import { BlobStore } from "./BlobStore.ts"
+import { RecognitionJobs } from "./RecognitionJobs.ts"
+
+export const sweepExpiredUploads = Effect.gen(function*() {
+  const jobs = yield* RecognitionJobs
+  const blobs = yield* BlobStore
+  const keys = yield* jobs.sweepExpiredUploads()
+  for (const key of keys) yield* blobs.delete(key).pipe(Effect.ignore)
+  if (keys.length > 0) yield* Effect.logInfo("expired uploads removed", { count: keys.length })
+  return keys.length
+})
+
+export const uploadSweeperLayer = (intervalMs: number): Layer.Layer<never, never, RecognitionJobs | BlobStore> =>
+  Layer.effectDiscard(
+    sweepExpiredUploads.pipe(
+      Effect.catchCause((cause) => Effect.logWarning("sweeping expired uploads failed", { cause })),
+      Effect.repeat(Schedule.spaced(intervalMs)),
+      Effect.forkScoped
+    )
+  )
