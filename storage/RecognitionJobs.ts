@@ -154,7 +154,8 @@ export const makeRecognitionJobs = Effect.gen(function*() {
     /**
      * The oldest claimable job, claimed by `instanceId` until now + `leaseMs`: a queued one, or a
      * running one whose lease expired (its instance stopped). Jobs already claimed `maxClaims`
-     * times are not claimed again (see `abandoned`).
+     * times are not claimed again (see `abandoned`). An instance never takes back its own job:
+     * one whose lease lapsed while it still runs it (a stalled event loop) would run twice here.
      */
     claim: (instanceId: string, leaseMs: number, maxClaims: number) =>
       sql<JobRow>`UPDATE recognition_jobs
@@ -163,7 +164,8 @@ export const makeRecognitionJobs = Effect.gen(function*() {
             started_at = COALESCE(started_at, now()), progress_stage = NULL, progress_fraction = NULL
         WHERE id = (
           SELECT id FROM recognition_jobs
-          WHERE (state = 'pending' OR (state = 'running' AND lease_until < now())) AND claims < ${maxClaims}
+          WHERE (state = 'pending' OR (state = 'running' AND lease_until < now() AND claimed_by <> ${instanceId}))
+            AND claims < ${maxClaims}
           ORDER BY queued_at, id
           FOR UPDATE SKIP LOCKED
           LIMIT 1)
