@@ -199,18 +199,15 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
           }
         })
 
-      const runJob = (job: JobRow) =>
-        Effect.gen(function*() {
+      const runJob = (job: JobRow) => {
+        let reservation: Reservation | undefined
+        return Effect.gen(function*() {
           const progress: { current: RecognitionProgress | undefined } = { current: undefined }
-          let reservation: Reservation | undefined
           const started = performance.now()
           yield* Effect.logInfo("job claimed", { jobId: job.id, claims: job.claims, user: job.user_id ?? "anonymous" })
           const raced = yield* Effect.raceFirst(
             Effect.result(transcribe(job, progress, (r) => void (reservation = r))).pipe(Effect.map((r) => ({ _tag: "Done" as const, r }))),
             Effect.as(heartbeat(job, progress), { _tag: "Lost" as const })
-          ).pipe(
-            // Interrupted (cancel on this instance, shutdown) or lost: whatever was reserved goes back.
-            Effect.onExit(() => (reservation === undefined ? Effect.void : credits.release(reservation).pipe(Effect.ignore)))
           )
           if (raced._tag === "Lost") {
             yield* Effect.logInfo("job no longer ours (cancelled or claimed again); stopped", { jobId: job.id })
@@ -224,7 +221,8 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             })()
           const charged = raced.r._tag === "Success" ? sttCredits(raced.r.success.durationMs) : 0
           const committed = yield* commit(job, outcome, reservation, charged)
-          reservation = undefined
+          // Settled in the commit; otherwise the finalizer below gives it back.
+          if (committed) reservation = undefined
           yield* Effect.logInfo("job finished", {
             jobId: job.id,
             state: committed ? outcome.state : "lost before commit",
@@ -233,9 +231,13 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
           })
           if (committed && job.source_url === null) yield* blobs.delete(job.upload_key).pipe(Effect.ignore)
         }).pipe(
+          // Interrupted (cancel on this instance, shutdown), lost, or not committed: whatever
+          // was reserved goes back (idempotent: a settled reservation charges nothing more).
+          Effect.ensuring(Effect.suspend(() => (reservation === undefined ? Effect.void : credits.release(reservation).pipe(Effect.ignore)))),
           Effect.catchCause((cause) => Effect.logError("job runner fault", { jobId: job.id, cause })),
           Effect.annotateLogs("jobId", job.id)
         )
+      }
 
       /** Fails the jobs whose every allowed claim ended with a dead instance. */
       const failAbandoned = Effect.gen(function*() {
