@@ -311,7 +311,9 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
           if (before.webhook_id && before.state !== "uploading") yield* options.deliveryWritten
           const fiber = running.get(jobId)
           if (fiber !== undefined) yield* Fiber.interrupt(fiber)
-          if (before.state === "uploading" || before.state === "pending") yield* blobs.delete(before.upload_key).pipe(Effect.ignore)
+          // The upload is of no use any more, wherever the job was (a run elsewhere that still
+          // reads it stops at its next heartbeat).
+          yield* blobs.delete(before.upload_key).pipe(Effect.ignore)
           return before.state
         })
 

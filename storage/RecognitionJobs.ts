@@ -161,7 +161,7 @@ export const makeRecognitionJobs = Effect.gen(function*() {
       sql<JobRow>`UPDATE recognition_jobs
         SET state = 'running', claimed_by = ${instanceId}, claims = claims + 1,
             lease_until = now() + make_interval(secs => ${leaseMs / 1000}),
-            started_at = COALESCE(started_at, now()), progress_stage = NULL, progress_fraction = NULL
+            started_at = COALESCE(started_at, now()), progress_stage = 'decoding', progress_fraction = 0
         WHERE id = (
           SELECT id FROM recognition_jobs
           WHERE (state = 'pending' OR (state = 'running' AND lease_until < now() AND claimed_by <> ${instanceId}))

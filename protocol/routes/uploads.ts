@@ -96,7 +96,10 @@ export const uploadRoutes = (options: UploadRouteOptions): ReadonlyArray<Route<R
         const blobs = yield* BlobStore
         yield* blobs.moveFile(key, tmp).pipe(Effect.onError(() => Effect.promise(() => fs.rm(tmp, { force: true }))))
         if (!(yield* jobs.markUploaded(job.id, received.bytes))) {
-          yield* blobs.delete(key).pipe(Effect.ignore)
+          // Cancelled or swept while the bytes arrived: the blob is nobody's. (A start that
+          // found the blob before this mark already owns it: leave it.)
+          const now = yield* jobs.get(job.id)
+          if (now === undefined || now.state === "cancelled" || now.state === "failed") yield* blobs.delete(key).pipe(Effect.ignore)
           return yield* new ApiError({ status: 409, code: "upload_closed", message: `job ${job.id} is no longer waiting for its upload` })
         }
         return Reply.json(200, { job_id: job.id, bytes: received.bytes, state: "uploading" })

@@ -358,8 +358,9 @@ t.test("refusals: 415 not media, 400 damaged, 400 missing model_id or media, 401
   await expectError(t, await stt({ model_id: "scribe_v1", cloud_storage_url: "" }), 400, "invalid_request")
   await expectError(t, await stt({ model_id: "scribe_v1" }, { bytes: clipA }, null), 401)
   await expectError(t, await stt({ model_id: "scribe_v1", num_speakers: "0" }, { bytes: clipA }), 400, "invalid_request")
-  const webhook = await expectError(t, await stt({ model_id: "scribe_v1", webhook: "true", webhook_id: "wh_1" }, { bytes: clipA }), 400, "invalid_request")
-  t.match(webhook.message, /webhook/, "webhook=true refused until the job flow exists")
+  const webhook = await expectError(t, await stt({ model_id: "scribe_v1", webhook: "true", webhook_id: "wh_1" }, { bytes: clipA }), 404, "webhook_not_found")
+  t.match(webhook.message, /wh_1/, "webhook=true with a webhook_id that is not the caller's")
+  await expectError(t, await stt({ model_id: "scribe_v1", webhook: "true" }, { bytes: clipA }), 400, "invalid_request")
   const json = await fetch(`${service.base}/speech-to-text`, {
     method: "POST",
     headers: { "xi-api-key": owner.apiKey, "content-type": "application/json" },
