@@ -242,6 +242,11 @@ export const makeRecognitionJobs = Effect.gen(function*() {
         WHERE user_id IS NULL AND client_address = ${address} AND created_at > now() - interval '1 hour'
           AND state <> 'cancelled'`.pipe(Effect.map((rows) => Number(rows[0]?.seconds ?? 0))),
 
+    /** Anonymous reservations from `address` still waiting for their upload. */
+    openAnonymousUploads: (address: string) =>
+      sql<{ n: number | string }>`SELECT count(*) AS n FROM recognition_jobs
+        WHERE user_id IS NULL AND client_address = ${address} AND state = 'uploading'`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
+
     /** Removes a finished job and its transcript; true when it existed. */
     remove: (id: string) =>
       sql`DELETE FROM recognition_jobs WHERE id = ${id} RETURNING id`.pipe(Effect.map((rows) => rows.length > 0))

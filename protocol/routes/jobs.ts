@@ -32,6 +32,12 @@ import { parseTranscriptionOptions } from "../TranscriptionOptions.ts"
 
 /** SPEC 4.1 rule 4 / 8: anonymous reservations. */
 export const ANONYMOUS_UPLOAD_BYTES = 25 * 1024 * 1024
+/**
+ * Anonymous reservations one client address may hold open at once: each row and its blob
+ * (up to 25 MB) live until used or swept, so an unbounded number would let one address fill
+ * the database and the disk.
+ */
+export const ANONYMOUS_OPEN_UPLOADS = 20
 /** SPEC 8: presigned PUT address validity. */
 export const UPLOAD_VALIDITY_MS = 30 * 60 * 1000
 
@@ -154,6 +160,9 @@ export const jobRoutes = (options: JobRouteOptions): ReadonlyArray<Route<Service
               code: "payload_too_large",
               message: `size_bytes ${size} is over the limit of ${maxBytes} bytes${userId === null ? " for anonymous uploads; send an API key for larger files" : ""}`
             })
+          }
+          if (userId === null && (yield* jobs.openAnonymousUploads(ctx.request.remoteAddress)) >= ANONYMOUS_OPEN_UPLOADS) {
+            return yield* new ApiError({ status: 429, code: "too_many_uploads", message: `this client address already holds ${ANONYMOUS_OPEN_UPLOADS} anonymous uploads waiting to start; start or cancel them, or send an API key` })
           }
           if (userId === null && options.anonSecondsPerHour > 0) {
             const used = yield* jobs.anonymousSecondsLastHour(ctx.request.remoteAddress)
