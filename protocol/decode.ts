@@ -38,3 +38,18 @@ export const decodeQuery = <S extends Schema.Top & { readonly DecodingServices: 
     Effect.mapError((e) => badRequest(`invalid query: ${issueText(e)}`))
   ) as Effect.Effect<S["Type"], ApiError>
 
+
+/** A JSON object body that may be absent (`{}` then); anything but an object is a 400. */
+export const optionalJsonObject = (ctx: RequestContext, limitBytes: number): Effect.Effect<Record<string, unknown>, ApiError> =>
+  Effect.gen(function*() {
+    const bytes = yield* ctx.body.bytes(limitBytes)
+    if (bytes.byteLength === 0) return {}
+    let value: unknown
+    try {
+      value = JSON.parse(new TextDecoder().decode(bytes))
+    } catch (e) {
+      return yield* Effect.fail(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
+    }
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return yield* Effect.fail(badRequest("the request body must be a JSON object"))
+    return value as Record<string, unknown>
+  })

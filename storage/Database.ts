@@ -139,3 +139,10 @@ export const databaseReady: Effect.Effect<void, SqlError | Cause.TimeoutError, S
   const sql = yield* SqlClient
   yield* sql`SELECT 1`
 }).pipe(Effect.timeout("2 seconds"))
+
+/** PostgreSQL: one statement on its own short-lived connection (schema creation and removal by tests and benches). */
+export const adminStatement = (url: string, statement: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient
+    yield* sql.unsafe(statement)
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))

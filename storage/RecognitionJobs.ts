@@ -30,6 +30,8 @@ export interface JobOptions {
   readonly numSpeakers?: number | undefined
   readonly timestampsGranularity: "word" | "none" | "character"
   readonly additionalFormats: ReadonlyArray<string>
+  /** Keep the diarized speakers' voiceprints with the job and match the owner's saved speakers. */
+  readonly speakerRecognition?: boolean | undefined
 }
 
 export interface JobRow {

@@ -17,6 +17,7 @@ import { toApiError } from "../../protocol/ApiError.ts"
 import { BlobStore, localBlobStoreLayer } from "../../storage/BlobStore.ts"
 import { Credits } from "../../storage/Credits.ts"
 import { newJobId, RecognitionJobs, recognitionJobsLayer } from "../../storage/RecognitionJobs.ts"
+import { savedSpeakersLayer } from "../../storage/SavedSpeakers.ts"
 import { Users } from "../../storage/Users.ts"
 import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
@@ -30,6 +31,7 @@ const result = (durationMs: number): TranscriptionResult => ({
   words: words as never,
   durationMs,
   timings: { decodeMs: 1, vadMs: 1, asrMs: 1, diarizeMs: 0 },
+  voiceprints: [],
   largestBufferBytes: 0
 })
 
@@ -41,7 +43,7 @@ t.test("job runner", async (t) => {
     requireCredit: () => Effect.void,
     transcribeFile: ((file: string, options: TranscribeOptions<unknown>) => behaviour(file, options)) as never
   }))
-  const base = Layer.mergeAll(accountLayers({ instanceId: "ins_runner" }), recognitionJobsLayer, localBlobStoreLayer(path.join(dir, "blobs")), fakeTranscriber)
+  const base = Layer.mergeAll(accountLayers({ instanceId: "ins_runner" }), recognitionJobsLayer, savedSpeakersLayer, localBlobStoreLayer(path.join(dir, "blobs")), fakeTranscriber)
   const db = useTestDatabaseWith(t, base)
   const services = await db.run(Effect.all({
     jobs: Effect.service(RecognitionJobs),

@@ -83,5 +83,37 @@ t.test("errors reach the SDK as ElevenLabsError with the status", async (t) => {
   t.equal((notMedia as ElevenLabsError).statusCode, 415)
   t.match((notMedia as ElevenLabsError).body, { detail: { status: "unsupported_media_type" } })
   const webhook = await client.speechToText.convert({ file: new Blob([wav]), modelId: "scribe_v1", webhook: true }).then(() => undefined, (e: unknown) => e)
-  t.equal((webhook as ElevenLabsError).statusCode, 400, "webhook=true is refused until the job flow exists")
+  t.equal((webhook as ElevenLabsError).statusCode, 400, "webhook=true without a webhookId: subscriptions are made with POST /webhooks")
+})
+
+t.test("webhook=true through the SDK, then transcripts.get and .delete by its transcription id", async (t) => {
+  // A subscription whose receiver is nobody: the delivery is not what this test is about
+  // (test/protocol/Webhooks.test.ts is); the transcript by id is.
+  const hooks = await startTestService(t, { WORKERS: "1", URL_FETCH_ALLOW_PRIVATE: "true" })
+  const user = await hooks.newUser(1_000_000)
+  const sdk = new ElevenLabsClient({ apiKey: user.apiKey, baseUrl: `${hooks.siteUrl}/api`, maxRetries: 0 })
+  const created = await fetch(`${hooks.base}/webhooks`, {
+    method: "POST",
+    headers: { "xi-api-key": user.apiKey, "content-type": "application/json" },
+    body: JSON.stringify({ url: "https://127.0.0.1:9/hook" })
+  })
+  const { webhook_id } = await created.json() as { webhook_id: string }
+  const accepted = await sdk.speechToText.convert({ file: new Blob([wav]), modelId: "scribe_v1", webhook: true, webhookId: webhook_id, webhookMetadata: { ticket: 42 } as never }) as ElevenLabs.SpeechToTextWebhookResponseModel
+  t.match(accepted, { message: /accepted/i, requestId: /\S/, transcriptionId: /\S/ }, "the SDK parses the early answer")
+  const id = accepted.transcriptionId!
+  let transcript: ElevenLabs.speechToText.TranscriptsGetResponse | undefined
+  for (let i = 0; i < 600 && transcript === undefined; i++) {
+    transcript = await sdk.speechToText.transcripts.get(id).catch((e: unknown) => {
+      if (e instanceof ElevenLabsError && e.statusCode === 404) return undefined
+      throw e
+    })
+    if (transcript === undefined) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.same(normalizeWords((transcript as ElevenLabs.SpeechToTextChunkResponseModel).text), normalizeWords(SENTENCE), "transcripts.get returns the finished transcript")
+  const stranger = new ElevenLabsClient({ apiKey: (await hooks.newUser(10)).apiKey, baseUrl: `${hooks.siteUrl}/api`, maxRetries: 0 })
+  const other = await stranger.speechToText.transcripts.get(id).then(() => undefined, (e: unknown) => e)
+  t.equal((other as ElevenLabsError).statusCode, 404, "another user's key does not see it")
+  await sdk.speechToText.transcripts.delete(id)
+  const gone = await sdk.speechToText.transcripts.get(id).then(() => undefined, (e: unknown) => e)
+  t.equal((gone as ElevenLabsError).statusCode, 404, "deleted")
 })

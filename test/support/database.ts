@@ -24,7 +24,7 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type Database, databaseLayer, type DatabaseOptions } from "../../storage/Database.ts"
+import { adminStatement, type Database, databaseLayer, type DatabaseOptions } from "../../storage/Database.ts"
 
 export type TestDatabaseServices = Database | PgClient.PgClient | SqlClient
 
@@ -37,12 +37,6 @@ export interface TestDatabaseOptions {
 export const testDatabaseMode = (): "postgres" | "embedded" =>
   process.env.DATABASE_URL !== undefined && process.env.DATABASE_URL !== "" ? "postgres" : "embedded"
 
-/** Runs one statement on its own short-lived connection (schema creation and removal). */
-const adminStatement = (url: string, statement: string) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient
-    yield* sql.unsafe(statement)
-  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
 
 const pgliteVersion = (): string => {
   // package.json is not among the package's exports: find it next to the resolved entry point.

@@ -24,13 +24,30 @@ export interface ServiceProcess {
 
 export const startServiceProcess = async (
   t: { teardown: (fn: () => unknown) => void },
-  options: { readonly preload?: string } = {}
+  options: {
+    readonly preload?: string
+    /** Extra settings. */
+    readonly env?: Record<string, string>
+    /** A DATA_DIR to use (and keep: the caller removes it), e.g. to restart on the same embedded database. */
+    readonly dataDir?: string
+    /** A database to share with another process (from `isolatedDatabaseUrl`); by default a fresh schema when DATABASE_URL is set. */
+    readonly databaseUrl?: string
+  } = {}
 ): Promise<ServiceProcess> => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "service-process-"))
-  t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }))
-  const env: Record<string, string> = { ...process.env as Record<string, string>, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, WORKERS: "1", LOG_LEVEL: "info" }
+  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "service-process-"))
+  if (options.dataDir === undefined) t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+  const env: Record<string, string> = {
+    ...process.env as Record<string, string>,
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    WORKERS: "1",
+    LOG_LEVEL: "info",
+    ...options.env
+  }
   const pg = process.env.DATABASE_URL
-  if (pg !== undefined && pg !== "") env.DATABASE_URL = await isolatedDatabaseUrl(t, pg)
+  if (options.databaseUrl !== undefined) env.DATABASE_URL = options.databaseUrl
+  else if (pg !== undefined && pg !== "") env.DATABASE_URL = await isolatedDatabaseUrl(t, pg)
   const preload = options.preload !== undefined ? ["--import", options.preload] : []
   const child = spawn(process.execPath, ["--import", "tsx", ...preload, "runtime/main.ts"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
   let out = ""
