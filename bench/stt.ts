@@ -21,6 +21,9 @@
  * RequestBody.ts resumes the socket after the last chunk, which re-arms uWS's idle timer), so
  * any request slower than 10 s would fail. BENCH_INPUT=wav sends the WAV instead.
  *
+ * (d) WER on real human speech (pocketsphinx-testdata, wideband and telephone band), the service
+ *     against Debian's pocketsphinx_continuous on the same audio (bench/realSpeechWer.ts).
+ *
  * Run: npm run bench:stt. Knobs: BENCH_ROUNDS (default 3), BENCH_BATCH (concurrent requests in
  * (b), default 2 × max workers), BENCH_MAX_WORKERS (default CPU count), BENCH_INPUT (ogg | wav).
  * `--smoke` (BENCH_SMOKE=1): 4 s of speech, one round, one worker, a 2 MB upload in (c).
@@ -37,6 +40,7 @@ import { encodeWav } from "../engines/audio/Wav.ts"
 import { decodeMedia, ffmpegBinary } from "../engines/media/MediaDecoder.ts"
 import { FliteTts } from "../engines/tts/FliteTts.ts"
 import { SileroVad } from "../engines/vad/SileroVad.ts"
+import { measureRealSpeechWer, printRealSpeechWer, realRecordings } from "./realSpeechWer.ts"
 import { root, smoke, startService, stop } from "./support.ts"
 
 const rounds = Number(process.env.BENCH_ROUNDS ?? (smoke ? 1 : 3))
@@ -270,3 +274,7 @@ for (const w of Object.keys(results.batch).map(Number)) {
 if (results.batch[maxWorkers] !== undefined && maxWorkers > 1) {
   console.log(`    speed-up 1 -> ${maxWorkers} workers: batch ${fmt(results.batch[1]! / results.batch[maxWorkers]!, 2)}x, one request ${fmt(results.single[1]! / results.single[maxWorkers]!, 2)}x`)
 }
+
+// (d) real human speech: the service's WER against the raw engine's on the same recordings.
+const recordings = smoke ? realRecordings().slice(0, 1) : realRecordings()
+printRealSpeechWer(await withService(1, ({ site, apiKey }) => measureRealSpeechWer(site, apiKey, recordings)))

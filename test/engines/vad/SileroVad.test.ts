@@ -12,6 +12,7 @@ import { concatInt16 } from "../../../engines/audio/Pcm.ts"
 import { SileroVad, VAD_FRAME_MS, VAD_FRAME_SAMPLES, VadError } from "../../../engines/vad/SileroVad.ts"
 import { vadTasks, type VadProbabilitiesOutput, type VadSegmentsOutput } from "../../../engines/vad/tasks.ts"
 import type { VadCarry } from "../../../engines/vad/SileroVad.ts"
+import { VAD_DEFAULTS } from "../../../engines/vad/SpeechSegments.ts"
 import { disposeFlite, speak, type Utterance } from "../asr/speechFixtures.ts"
 
 const vad = await SileroVad.load()
@@ -57,7 +58,7 @@ t.test("speech + silence + speech: two islands, edges within ±150 ms", async (t
   const padded = await vad.segments(recording) // timed: the session is warm now
   const ms = performance.now() - started
   t.equal(padded.segments.length, 2)
-  t.same(padded.segments, r.segments.map((s) => ({ startMs: s.startMs - 100, endMs: s.endMs + 100 })), "default padding: 100 ms each side")
+  t.same(padded.segments, r.segments.map((s) => ({ startMs: Math.max(0, s.startMs - VAD_DEFAULTS.padMs), endMs: s.endMs + VAD_DEFAULTS.padMs })), `default padding: ${VAD_DEFAULTS.padMs} ms each side`)
   const perFrame = ms / r.probabilities.length
   t.comment(`measured: model load ${vad.loadMs.toFixed(0)} ms, ${perFrame.toFixed(3)} ms per ${VAD_FRAME_MS} ms frame (${(lengthMs(recording) / ms).toFixed(0)}× real time)`)
 })

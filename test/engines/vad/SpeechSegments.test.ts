@@ -15,7 +15,7 @@ const noPad = { padMs: 0 }
 t.test("one island, exact frame edges", async (t) => {
   const probs = p([10, 0.05], [20, 0.9], [30, 0.05])
   t.same(speechSegments(probs, FRAME, ms(60), noPad), [{ startMs: ms(10), endMs: ms(30) }])
-  t.same(speechSegments(probs, FRAME, ms(60)), [{ startMs: ms(10) - 100, endMs: ms(30) + 100 }], "padded 100 ms each side")
+  t.same(speechSegments(probs, FRAME, ms(60)), [{ startMs: ms(10) - VAD_DEFAULTS.padMs, endMs: ms(30) + VAD_DEFAULTS.padMs }], `padded ${VAD_DEFAULTS.padMs} ms each side`)
 })
 
 t.test("hysteresis: a dip between the thresholds does not end speech", async (t) => {
