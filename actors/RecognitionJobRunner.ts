@@ -28,6 +28,8 @@ import { BlobStore } from "../storage/BlobStore.ts"
 import { Credits, type Reservation } from "../storage/Credits.ts"
 import { type JobRow, type Outcome, RecognitionJobs } from "../storage/RecognitionJobs.ts"
 import { insertDelivery, newEventId } from "../storage/Webhooks.ts"
+import { insertJobVoiceprints, SavedSpeakers, type Voiceprint } from "../storage/SavedSpeakers.ts"
+import { annotateSpeakers, matchVoiceprints } from "./SpeakerRecognition.ts"
 import { CreditPurpose, sttCredits } from "./CreditPolicy.ts"
 import { RecognitionJobError } from "./RecognitionJobError.ts"
 import { speechToTextBody } from "./Transcript.ts"
@@ -102,22 +104,27 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
       const blobs = yield* BlobStore
       const transcriber = yield* Transcriber
       const credits = yield* Credits
+      const savedSpeakers = yield* SavedSpeakers
       const sql = jobs.sql
       const me = options.instanceId
       const heartbeatMs = Math.max(100, Math.min(2000, Math.floor(options.leaseMs / 3)))
       const running = new Map<string, Fiber.Fiber<void>>()
       let wake: (() => void) | undefined
+      /** A kick while the loop is claiming is kept, so it looks once more before it sleeps. */
+      let kicked = false
       const kickNow = () => {
+        kicked = true
         const w = wake
         wake = undefined
         w?.()
       }
 
       /** Writes the terminal state, settles the credits and queues the delivery, together. */
-      const commit = (job: JobRow, outcome: Outcome, reservation: Reservation | undefined, charged: number) =>
+      const commit = (job: JobRow, outcome: Outcome, reservation: Reservation | undefined, charged: number, voiceprints: ReadonlyArray<Voiceprint>) =>
         sql.withTransaction(Effect.gen(function*() {
           const finished = yield* jobs.finish(job.id, me, outcome)
           if (finished === undefined) return false
+          if (outcome.state === "succeeded") yield* insertJobVoiceprints(sql, job.id, voiceprints)
           if (reservation !== undefined) yield* credits.settle(reservation, outcome.state === "succeeded" ? charged : 0)
           if (finished.webhook_id !== null) {
             const eventId = newEventId()
@@ -179,10 +186,13 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             onProgress: (p) => Effect.sync(() => void (progress.current = p)),
             onDecoded
           })
-          return {
-            body: speechToTextBody(result, { granularity: o.timestampsGranularity, formats: o.additionalFormats }, job.transcription_id ?? job.id),
-            durationMs: result.durationMs
-          }
+          const body = speechToTextBody(result, { granularity: o.timestampsGranularity, formats: o.additionalFormats }, job.transcription_id ?? job.id)
+          if (o.speakerRecognition !== true || job.user_id === null) return { body, durationMs: result.durationMs, voiceprints: [] }
+          // Only the owner's voiceprints, and only of the model that made this job's.
+          const model = result.voiceprints[0]?.model
+          const saved = model === undefined ? [] : yield* savedSpeakers.forMatching(job.user_id, model)
+          const matches = matchVoiceprints(result.voiceprints, saved)
+          return { body: annotateSpeakers(body, result.voiceprints, matches), durationMs: result.durationMs, voiceprints: result.voiceprints }
         }).pipe(Effect.scoped)
 
       /** Renews the lease every heartbeat; completes only when the job is no longer ours. */
@@ -220,7 +230,7 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
               return { state: "failed", errorCode: e.code, errorMessage: e.message }
             })()
           const charged = raced.r._tag === "Success" ? sttCredits(raced.r.success.durationMs) : 0
-          const committed = yield* commit(job, outcome, reservation, charged)
+          const committed = yield* commit(job, outcome, reservation, charged, raced.r._tag === "Success" ? raced.r.success.voiceprints : [])
           // Settled in the commit; otherwise the finalizer below gives it back.
           if (committed) reservation = undefined
           yield* Effect.logInfo("job finished", {
@@ -259,6 +269,7 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
       const claimLoop = (scope: Scope.Scope) =>
         Effect.gen(function*() {
           while (!closing) {
+            kicked = false
             while (!closing && running.size < options.concurrency) {
               const job = yield* jobs.claim(me, options.leaseMs, options.maxClaims)
               if (job === undefined) break
@@ -272,6 +283,7 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
               running.set(job.id, fiber)
             }
             yield* failAbandoned
+            if (kicked && running.size < options.concurrency) continue
             yield* Effect.callback<void>((resume) => {
               wake = () => resume(Effect.void)
             }).pipe(Effect.timeoutOption(options.pollMs))

@@ -35,6 +35,7 @@ import { MediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import type { EngineError, Priority } from "../engines/Inference.ts"
 import type { AccountsError } from "../storage/AccountsError.ts"
 import { Credits } from "../storage/Credits.ts"
+import type { Voiceprint } from "../storage/SavedSpeakers.ts"
 import { Users } from "../storage/Users.ts"
 import { CreditPurpose, STT_MIN_CHARGE_CREDITS, sttBelowMinimum, sttCredits } from "./CreditPolicy.ts"
 import { makeDecodeGate } from "./DecodeGate.ts"
@@ -80,6 +81,8 @@ export interface TranscriptionResult {
   readonly timings: { readonly decodeMs: number; readonly vadMs: number; readonly asrMs: number; readonly diarizeMs: number }
   /** Largest single audio buffer this recognition held on the main thread, bytes. */
   readonly largestBufferBytes: number
+  /** One per diarized speaker (empty without diarization): what speaker recognition compares. */
+  readonly voiceprints: ReadonlyArray<Voiceprint>
 }
 
 /** Decoded audio as the later stages see it: a sample count and spans read back on demand. */
@@ -92,7 +95,7 @@ export class SpeakerLabeller extends Context.Service<SpeakerLabeller, {
     segments: ReadonlyArray<{ startMs: number; endMs: number }>,
     words: ReadonlyArray<TimedWord>,
     numSpeakers: number | undefined
-  ) => Effect.Effect<ReadonlyArray<TimedWord>, TranscriptionError | EngineError>
+  ) => Effect.Effect<{ readonly words: ReadonlyArray<TimedWord>; readonly voiceprints: ReadonlyArray<Voiceprint> }, TranscriptionError | EngineError>
 }>()("speech/actors/SpeakerLabeller") {}
 
 export class Transcriber extends Context.Service<Transcriber, {
@@ -214,13 +217,16 @@ export const TranscriberLive = (options: TranscriberOptions) =>
           })
           const asrMs = performance.now() - asrStarted
           let words: ReadonlyArray<TimedWord> = parts.flatMap((p) => p.words).sort((a, b) => a.startMs - b.startMs)
+          let voiceprints: ReadonlyArray<Voiceprint> = []
           const diarizeStarted = performance.now()
           if (request.diarize && words.length > 0) {
             if (labeller._tag === "None") {
               return yield* new TranscriptionError({ reason: "EngineUnavailable", message: "diarization is not available on this deployment" })
             }
             yield* progress("diarizing", 0)
-            words = yield* labeller.value.label(pcm, segments, words, request.numSpeakers)
+            const labelled = yield* labeller.value.label(pcm, segments, words, request.numSpeakers)
+            words = labelled.words
+            voiceprints = labelled.voiceprints
             yield* progress("diarizing", 1)
           }
           const diarizeMs = performance.now() - diarizeStarted
@@ -240,7 +246,8 @@ export const TranscriberLive = (options: TranscriberOptions) =>
             words,
             durationMs: audio.durationMs,
             timings: { decodeMs, vadMs, asrMs, diarizeMs },
-            largestBufferBytes
+            largestBufferBytes,
+            voiceprints
           } satisfies TranscriptionResult
         })
         const result = yield* recognise

@@ -1,8 +1,9 @@
 /**
  * The transcription options of speech-to-text, read the same way from a multipart form (all
  * strings, as the SDKs send them) and from a JSON job start body (booleans, numbers, arrays):
- * `language_code`, `diarize`, `num_speakers`, `timestamps_granularity`, `additional_formats`.
- * Each bad value is a 400 naming the field.
+ * `language_code`, `diarize`, `num_speakers`, `timestamps_granularity`, `additional_formats`,
+ * and `speaker_recognition` (beyond ElevenLabs: keep the job's voiceprints and match them with
+ * the caller's saved speakers; needs `diarize`). Each bad value is a 400 naming the field.
  */
 import { Effect } from "effect"
 import { knownFormats } from "../actors/Transcript.ts"
@@ -60,9 +61,13 @@ export const parseTranscriptionOptions = (fields: Readonly<Record<string, unknow
     if (numSpeakers !== undefined && !(Number.isInteger(numSpeakers) && numSpeakers >= 1 && numSpeakers <= 32)) {
       return yield* badRequest("num_speakers must be an integer from 1 to 32")
     }
+    const diarize = truthy(fields.diarize)
+    const speakerRecognition = truthy(fields.speaker_recognition)
+    if (speakerRecognition && !diarize) return yield* badRequest("speaker_recognition needs diarize=true: voiceprints are taken per diarized speaker")
     return {
       languageCode: toIso6391(optionalText(fields, "language_code")),
-      diarize: truthy(fields.diarize),
+      diarize,
+      ...(speakerRecognition ? { speakerRecognition } : {}),
       numSpeakers,
       timestampsGranularity: granularity,
       additionalFormats: formats

@@ -5,7 +5,7 @@
  * Order matters for shutdown: the server is built last so it is drained first (scope finalizers
  * run in reverse), then the worker pool closes, then the database.
  */
-import { Context, Effect, Layer, Option, Scope } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
@@ -17,18 +17,24 @@ import { sttRoutes } from "../protocol/routes/stt.ts"
 import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
 import { userRoutes } from "../protocol/routes/user.ts"
 import { voiceCatalogueRoutes, voiceRoutes } from "../protocol/routes/voices.ts"
-import { localBlobStoreLayer } from "../storage/BlobStore.ts"
+import { BlobStore, localBlobStoreLayer } from "../storage/BlobStore.ts"
+import { makeS3BlobStore } from "../storage/S3BlobStore.ts"
 import { recognitionJobsLayer } from "../storage/RecognitionJobs.ts"
+import { SavedSpeakers, savedSpeakersLayer } from "../storage/SavedSpeakers.ts"
 import { sharedSecret } from "../storage/ServiceSecrets.ts"
 import { uploadSweeperLayer } from "../storage/UploadSweeper.ts"
-import { Webhooks } from "../storage/Webhooks.ts"
+import { Webhooks, webhooksLayer } from "../storage/Webhooks.ts"
+import { WebhookDispatcher, webhookDispatcherLayer } from "../actors/WebhookDispatcher.ts"
+import { makeOutboundGuard } from "../storage/OutboundAddress.ts"
+import { postJson } from "../storage/OutboundPost.ts"
+import { webhookRoutes } from "../protocol/routes/webhooks.ts"
+import { speakerRoutes } from "../protocol/routes/speakers.ts"
 import { fetchToFile } from "../storage/RemoteMedia.ts"
 import { JobRunner, JobRunnerLive } from "../actors/RecognitionJobRunner.ts"
 import { toApiError } from "../protocol/ApiError.ts"
 import { jobRoutes } from "../protocol/routes/jobs.ts"
 import { uploadPath, uploadRoutes } from "../protocol/routes/uploads.ts"
 import { MAX_INLINE_BYTES } from "../protocol/routes/stt.ts"
-import { BlobStore } from "../storage/BlobStore.ts"
 import { RecognitionJobs } from "../storage/RecognitionJobs.ts"
 import { VoiceClonesLive } from "../storage/VoiceClones.ts"
 import * as path from "node:path"
@@ -56,14 +62,6 @@ import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
 import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { PoolTts } from "../engines/tts/Tts.ts"
-
-/** Until the webhook store lands: no subscriptions exist. */
-const interimWebhooks = Layer.succeed(Webhooks, Webhooks.of({
-  create: () => Effect.die(new Error("webhooks not available")),
-  list: () => Effect.succeed([]),
-  find: () => Effect.succeed(undefined),
-  revoke: () => Effect.succeed(false)
-}))
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
@@ -119,7 +117,16 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   // Clone samples and job uploads; the local store's presigned addresses point at this service
   // (its URL is known only after listening with PORT=0: read per address).
   const blobStore = config.blobStore === "s3"
-    ? Layer.effect(BlobStore, Effect.die(new Error("BLOB_STORE=s3 is not wired yet")))
+    ? Layer.sync(BlobStore, () =>
+      makeS3BlobStore({
+        bucket: Option.getOrThrow(config.s3Bucket),
+        endpoint: Option.getOrUndefined(config.s3Endpoint),
+        region: config.s3Region,
+        forcePathStyle: config.s3ForcePathStyle,
+        credentials: Option.isSome(config.s3AccessKeyId) && Option.isSome(config.s3SecretAccessKey)
+          ? { accessKeyId: config.s3AccessKeyId.value, secretAccessKey: Redacted.value(config.s3SecretAccessKey.value) }
+          : undefined
+      }))
     : Layer.unwrap(Effect.map(sharedSecret("upload_signing"), (secret) =>
       localBlobStoreLayer(path.join(config.dataDir, "blobs"), { baseUrl: () => `${siteAddress.current}${uploadPath(config.apiBase)}`, secret }))).pipe(
         Layer.provide(accounts)
@@ -141,26 +148,38 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   )
   const tmpDir = path.join(config.dataDir, "tmp")
   const ca = Option.match(config.urlFetchCaFile, { onNone: () => undefined, onSome: (f) => readFileSync(f, "utf8") })
-  const jobStore = Layer.mergeAll(recognitionJobsLayer, interimWebhooks).pipe(Layer.provide(accounts))
-  const jobRunner = JobRunnerLive({
-    instanceId,
-    concurrency: config.jobsConcurrency,
-    leaseMs: config.jobLeaseS * 1000,
-    pollMs: config.jobPollMs,
-    maxClaims: config.jobMaxClaims,
-    tmpDir,
-    anonJobMaxSeconds: config.anonJobMaxMinutes * 60,
-    anonSecondsPerHour: config.anonMinutesPerHour * 60,
-    describeError: (failure) => {
-      const { error } = toApiError(failure)
-      return { code: error.code, message: error.message }
-    },
-    fetchSource: (url) =>
-      fetchToFile(url, { tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: config.urlFetchAllowPrivate, ca }).pipe(
-        Effect.map((r) => r.file)
-      ),
-    deliveryWritten: Effect.void
-  }).pipe(Layer.provide(Layer.mergeAll(transcriber, jobStore, blobStore, accounts)))
+  const jobStore = Layer.mergeAll(recognitionJobsLayer, webhooksLayer, savedSpeakersLayer).pipe(Layer.provide(accounts))
+  const guard = makeOutboundGuard({ allowPrivate: config.urlFetchAllowPrivate })
+  const dispatcher = webhookDispatcherLayer({
+    maxAttempts: config.webhookMaxAttempts,
+    backoffMs: config.webhookBackoffS * 1000,
+    sweepMs: config.webhookSweepS * 1000,
+    // Held past the send timeout, so another instance never sends a row this one is still sending.
+    leaseMs: config.webhookTimeoutS * 1000 + 30_000,
+    post: (url, body, headers) => postJson(url, body, headers, { guard, timeoutMs: config.webhookTimeoutS * 1000, ca })
+  }).pipe(Layer.provide(jobStore))
+  const jobRunner = Layer.unwrap(Effect.gen(function*() {
+    const webhooks = yield* WebhookDispatcher
+    return JobRunnerLive({
+      instanceId,
+      concurrency: config.jobsConcurrency,
+      leaseMs: config.jobLeaseS * 1000,
+      pollMs: config.jobPollMs,
+      maxClaims: config.jobMaxClaims,
+      tmpDir,
+      anonJobMaxSeconds: config.anonJobMaxMinutes * 60,
+      anonSecondsPerHour: config.anonMinutesPerHour * 60,
+      describeError: (failure) => {
+        const { error } = toApiError(failure)
+        return { code: error.code, message: error.message }
+      },
+      fetchSource: (url) =>
+        fetchToFile(url, { tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: config.urlFetchAllowPrivate, ca }).pipe(
+          Effect.map((r) => r.file)
+        ),
+      deliveryWritten: webhooks.kick
+    })
+  })).pipe(Layer.provide(Layer.mergeAll(transcriber, jobStore, blobStore, accounts, dispatcher)))
   const sweeper = uploadSweeperLayer(config.uploadSweepS * 1000).pipe(Layer.provide(Layer.merge(jobStore, blobStore)))
   return Layer.mergeAll(
     accounts,
@@ -171,6 +190,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     jobStore,
     blobStore,
     jobRunner,
+    dispatcher,
     sweeper,
     Layer.succeed(SiteAddress, siteAddress),
     Layer.succeed(AppConfig, config)
@@ -194,7 +214,7 @@ export const startServer = Effect.gen(function*() {
   const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
   const siteAddress = yield* SiteAddress
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks>> = [
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...voiceCatalogueRoutes({ apiBase: config.apiBase, siteUrl: () => siteUrl }),
     ...ttsRoutes({
@@ -214,8 +234,10 @@ export const startServer = Effect.gen(function*() {
       maxJsonBodyBytes: config.maxJsonBodyBytes,
       uploadMaxBytes: config.uploadMaxBytes,
       anonSecondsPerHour: config.anonMinutesPerHour * 60,
-      deliveryDue: Effect.void
+      deliveryDue: (yield* WebhookDispatcher).kick
     }),
+    ...speakerRoutes({ apiBase: config.apiBase, maxJsonBodyBytes: config.maxJsonBodyBytes }),
+    ...webhookRoutes({ apiBase: config.apiBase, maxJsonBodyBytes: config.maxJsonBodyBytes, guard: makeOutboundGuard({ allowPrivate: config.urlFetchAllowPrivate }) }),
     ...(config.blobStore === "local"
       ? uploadRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp"), secret: yield* sharedSecret("upload_signing").pipe(Effect.provideService(SqlClient, sql)) })
       : [])
@@ -291,6 +313,8 @@ export const startServer = Effect.gen(function*() {
  */
 export const runService = (config: AppConfigShape, overrides: ServiceOverrides = {}): Effect.Effect<RunningService, unknown, Scope.Scope> =>
   Effect.gen(function*() {
-    const context = yield* Layer.build(Layer.mergeAll(serviceLayers(config, overrides), loggingLayer(config.logLevel)))
+    // Provided to the layers too, not merged beside them: fibers forked while they are built (the
+    // job runner, the webhook dispatcher, sweepers) keep the logger they were forked with.
+    const context = yield* Layer.build(serviceLayers(config, overrides).pipe(Layer.provideMerge(loggingLayer(config.logLevel))))
     return yield* startServer.pipe(Effect.provideContext(context))
   })

@@ -15,7 +15,7 @@ import { BlobStore } from "../../storage/BlobStore.ts"
 import { deliveryOfJob, Webhooks } from "../../storage/Webhooks.ts"
 import { type JobRow, newJobId, RecognitionJobs, TERMINAL_STATES } from "../../storage/RecognitionJobs.ts"
 import { ApiError, badRequest, notFound, unsupportedMediaType } from "../ApiError.ts"
-import { decodeQuery } from "../decode.ts"
+import { decodeQuery, optionalJsonObject } from "../decode.ts"
 import { type Principal, Reply, type RequestContext, type Route } from "../Http.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
 import {
@@ -27,8 +27,8 @@ import {
   StartJobRequest,
   StartJobResponse
 } from "../schemas/Jobs.ts"
-import { SpeechToTextResponse } from "../schemas/Stt.ts"
 import { parseTranscriptionOptions } from "../TranscriptionOptions.ts"
+import { transcriptRoutes } from "./transcripts.ts"
 
 /** SPEC 4.1 rule 4 / 8: anonymous reservations. */
 export const ANONYMOUS_UPLOAD_BYTES = 25 * 1024 * 1024
@@ -102,21 +102,6 @@ export const jobSummary = (job: JobRow) => ({
   progress: progressOf(job)
 })
 
-/** A JSON body that may be absent (the start request is optional). */
-const optionalJson = (ctx: RequestContext, limit: number) =>
-  Effect.gen(function*() {
-    const bytes = yield* ctx.body.bytes(limit)
-    if (bytes.byteLength === 0) return {} as Record<string, unknown>
-    let value: unknown
-    try {
-      value = JSON.parse(new TextDecoder().decode(bytes))
-    } catch (e) {
-      return yield* badRequest(`request body is not valid JSON: ${(e as Error).message}`)
-    }
-    if (typeof value !== "object" || value === null || Array.isArray(value)) return yield* badRequest("the request body must be a JSON object")
-    return value as Record<string, unknown>
-  })
-
 const errorDoc = (description: string) => ({ description, schema: ErrorBody })
 
 export const jobRoutes = (options: JobRouteOptions): ReadonlyArray<Route<Services>> => {
@@ -143,7 +128,7 @@ export const jobRoutes = (options: JobRouteOptions): ReadonlyArray<Route<Service
           const jobs = yield* RecognitionJobs
           const blobs = yield* BlobStore
           const userId = ctx.principal?.userId ?? null
-          const body = yield* optionalJson(ctx, options.maxJsonBodyBytes)
+          const body = yield* optionalJsonObject(ctx, options.maxJsonBodyBytes)
           const filename = body.filename ?? null
           const contentType = body.content_type ?? null
           const size = body.size_bytes ?? null
@@ -269,8 +254,11 @@ export const jobRoutes = (options: JobRouteOptions): ReadonlyArray<Route<Service
           const jobs = yield* RecognitionJobs
           const blobs = yield* BlobStore
           const job = yield* ownJob(jobs, ctx.params.job_id!, ctx.principal)
-          const body = yield* optionalJson(ctx, options.maxJsonBodyBytes)
+          const body = yield* optionalJsonObject(ctx, options.maxJsonBodyBytes)
           const transcription = yield* parseTranscriptionOptions(body)
+          if (transcription.speakerRecognition === true && ctx.principal === null) {
+            return yield* badRequest("speaker_recognition needs an API key: voiceprints and saved speakers belong to users")
+          }
           let webhookId: string | null = null
           if (body.webhook === true || body.webhook === "true") {
             if (ctx.principal === null) return yield* badRequest("webhook delivery needs an API key: subscriptions belong to users")
@@ -290,6 +278,14 @@ export const jobRoutes = (options: JobRouteOptions): ReadonlyArray<Route<Service
               yield* jobs.failUpload(job.id, "payload_too_large", `the upload has ${size} bytes, over the limit of ${job.max_bytes}`)
               yield* blobs.delete(job.upload_key).pipe(Effect.ignore)
               return yield* new ApiError({ status: 413, code: "payload_too_large", message: `the upload has ${size} bytes, over the limit of ${job.max_bytes}` })
+            }
+            // The service did not see these bytes arrive: sniff them as the PUT route does.
+            const head = yield* blobs.head(job.upload_key, SNIFF_BYTES)
+            if (detectContainer(head) === undefined) {
+              const message = "the uploaded file is not audio or video (its first bytes match no known container)"
+              yield* jobs.failUpload(job.id, "unsupported_media_type", message)
+              yield* blobs.delete(job.upload_key).pipe(Effect.ignore)
+              return yield* unsupportedMediaType(message)
             }
             uploadBytes = size
           }
@@ -397,48 +393,3 @@ export const queueWebhookTranscription = (
       transcription_id: job.transcription_id
     })
   })
-
-/**
- * Beyond the spec, for the ElevenLabs SDKs (`speechToText.transcripts.get` / `.delete`): the
- * transcript of a finished job by its transcription id. Synchronous transcriptions are not
- * stored, so their ids are not found here.
- */
-const transcriptRoutes = (apiBase: string): ReadonlyArray<Route<RecognitionJobs>> => {
-  const byTranscription = (ctx: RequestContext) =>
-    Effect.gen(function*() {
-      const jobs = yield* RecognitionJobs
-      const id = ctx.params.transcription_id!
-      const job = yield* jobs.byTranscription(id)
-      if (job === undefined || (job.user_id !== null && job.user_id !== ctx.principal?.userId) || job.state !== "succeeded") {
-        return yield* notFound(`no finished transcript ${id}`, "transcript_not_found")
-      }
-      return { jobs, job }
-    })
-  return [
-    {
-      method: "GET",
-      path: `${apiBase}/speech-to-text/transcripts/{transcription_id}`,
-      auth: "optional",
-      operationId: "getTranscript",
-      summary: "The transcript of a finished recognition job (webhook or job flow), by transcription id",
-      tags: ["speech-to-text"],
-      responses: { 200: { description: "the transcript", schema: SpeechToTextResponse }, 404: errorDoc("unknown, unfinished, or another user's") },
-      handler: (ctx) => Effect.map(byTranscription(ctx), ({ job }) => Reply.json(200, job.result))
-    },
-    {
-      method: "DELETE",
-      path: `${apiBase}/speech-to-text/transcripts/{transcription_id}`,
-      auth: "optional",
-      operationId: "deleteTranscript",
-      summary: "Delete a finished job and its transcript",
-      tags: ["speech-to-text"],
-      responses: { 200: { description: "deleted" }, 404: errorDoc("unknown, unfinished, or another user's") },
-      handler: (ctx) =>
-        Effect.gen(function*() {
-          const { jobs, job } = yield* byTranscription(ctx)
-          yield* jobs.remove(job.id)
-          return Reply.json(200, { transcription_id: job.transcription_id, deleted: true })
-        })
-    }
-  ]
-}

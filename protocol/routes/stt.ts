@@ -72,6 +72,9 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
                 upload !== undefined ? { file: upload.path, bytes: upload.bytes, filename: upload.filename || null } : { url: url!.trim() }
               )
             }
+            if (transcription.speakerRecognition === true) {
+              return yield* badRequest("speaker_recognition runs in recognition jobs (POST /recognition/uploads, or webhook=true here), where the voiceprints are kept")
+            }
             const file = upload !== undefined
               ? upload.path
               : (yield* fetchToFile(url!.trim(), { tmpDir: options.tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: options.urlFetch.allowPrivate, ca })).file
