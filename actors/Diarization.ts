@@ -101,7 +101,7 @@ export const SpeakerLabellerLive = Layer.effect(
           }), { concurrency: 2, discard: true })
         const result = diarize(
           windows.map((w, i) => ({ ...w, embedding: embeddings[i]! })),
-          numSpeakers !== undefined ? { numSpeakers } : {}
+          numSpeakers !== undefined ? { numSpeakers } : { threshold: embedder.profile.diarizationThreshold }
         )
         const speakers = assignWords(words, result.turns)
         return {

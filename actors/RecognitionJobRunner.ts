@@ -60,6 +60,8 @@ export interface JobRunnerOptions {
   readonly fetchSource: (url: string) => Effect.Effect<string, unknown>
   /** Tells the webhook dispatcher a delivery was written. */
   readonly deliveryWritten: Effect.Effect<void>
+  /** Voiceprint similarity that names a saved speaker: the speaker embedding's (SpeakerModel.ts). */
+  readonly matchThreshold: number
 }
 
 export interface JobRunnerShape {
@@ -191,7 +193,7 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
           // Only the owner's voiceprints, and only of the model that made this job's.
           const model = result.voiceprints[0]?.model
           const saved = model === undefined ? [] : yield* savedSpeakers.forMatching(job.user_id, model)
-          const matches = matchVoiceprints(result.voiceprints, saved)
+          const matches = matchVoiceprints(result.voiceprints, saved, options.matchThreshold)
           return { body: annotateSpeakers(body, result.voiceprints, matches), durationMs: result.durationMs, voiceprints: result.voiceprints }
         }).pipe(Effect.scoped)
 

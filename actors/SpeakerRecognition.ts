@@ -1,7 +1,7 @@
 /**
  * Speaker recognition for jobs that ask for it (`speaker_recognition: true` with `diarize`):
  * each diarized speaker's voiceprint is compared with the job owner's saved speakers of the same
- * embedding model, and a match at or above `SPEAKER_MATCH_THRESHOLD` (cosine similarity of the
+ * embedding model, and a match at or above the model's threshold (cosine similarity of the
  * centroids) names the speaker in the result: in `words`, in the segments of a segmented_json
  * format, and in a top-level `speakers` list that also shows every raw label (`SPEAKER_00`)
  * beside its ElevenLabs `speaker_id`.
@@ -10,18 +10,12 @@
  * never both named after one saved speaker. Only the owner's voiceprints are ever loaded.
  */
 import { cosine } from "../engines/speaker/SpeakerEmbedding.ts"
+import { CLASSICAL_SPEAKER_MODEL } from "../engines/speaker/SpeakerModel.ts"
 import type { SavedVoiceprint, Voiceprint } from "../storage/SavedSpeakers.ts"
 import { rawLabel } from "./Diarization.ts"
 
-/**
- * Cosine similarity of two centroids at or above which they are called one speaker, for the
- * classical MFCC-statistics embedding (mfcc-stats). Measured on real speech from
- * pocketsphinx-testdata, 3-7 s per print: the same speaker in different utterances scored
- * 0.868 (LibriVox reader, two halves) and 0.941 (cards speaker); different speakers 0.61-0.85.
- * The margin is thin: a wrong name is likelier than with a neural embedding, which would need
- * its own threshold (prints of different models are never compared).
- */
-export const SPEAKER_MATCH_THRESHOLD = 0.86
+/** The classical embedding's threshold (measured: engines/speaker/SpeakerModel.ts); a neural model brings its own. */
+export const SPEAKER_MATCH_THRESHOLD = CLASSICAL_SPEAKER_MODEL.matchThreshold
 
 export interface SpeakerMatch {
   readonly savedSpeakerId: string

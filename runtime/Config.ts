@@ -9,6 +9,7 @@
 import { Cause, Config, ConfigProvider, Context, Effect, Layer, Option, Redacted } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
+import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
 
 const mib = 1024 * 1024
 
@@ -51,6 +52,18 @@ export const settings = {
   maxJsonBodyBytes: setting("MAX_JSON_BODY_BYTES", "Largest JSON request body, bytes", String(mib), intIn("MAX_JSON_BODY_BYTES", mib, 1024, 64 * mib)),
   logLevel: setting("LOG_LEVEL", `Log level: ${logLevels.join(", ")}; debug also writes one line per HTTP request (method, path, route, status, ms, request id)`, "info", Config.Literals(logLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as const))),
   shutdownGraceMs: setting("SHUTDOWN_GRACE_MS", "After SIGTERM, how long in-flight requests and streams may run before they are cut, ms", "10000", intIn("SHUTDOWN_GRACE_MS", 10_000, 0, 600_000)),
+  speakerEmbeddingDir: setting("SPEAKER_EMBEDDING_DIR", "Directory of a neural speaker embedding (an ONNX model and speaker-embedding.json, see README); unset: the built-in classical embedding", "(unset)", {
+    config: Config.option(Config.String("SPEAKER_EMBEDDING_DIR")),
+    check: (dir) => {
+      if (Option.isNone(dir)) return undefined
+      try {
+        speakerModelProfile(dir.value)
+        return undefined
+      } catch (e) {
+        return e instanceof Error ? e.message : String(e)
+      }
+    }
+  }),
   piperVoicesDir: setting("PIPER_VOICES_DIR", "Directory of Piper voices (*.onnx + *.onnx.json); unset: Piper off", "(unset)", Config.option(Config.String("PIPER_VOICES_DIR"))),
   wsEnabled: setting("WS_ENABLED", "WebSocket text-to-speech sessions (stream-input, multi-stream-input); false answers their upgrades with 503", "true", Config.Boolean("WS_ENABLED").pipe(Config.withDefault(true))),
   wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),

@@ -61,6 +61,7 @@ import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
 import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
 import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
+import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
 import { PoolTts } from "../engines/tts/Tts.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
@@ -105,11 +106,13 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
   ).pipe(Layer.provide(accounts))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
+  // Checked when the configuration was read: a bad directory stops the service at start.
+  const speakerModel = speakerModelProfile(Option.getOrUndefined(config.speakerEmbeddingDir))
   // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).
   const engines = Layer.mergeAll(
     PoolTts.layer,
     PoolRecognizer.layer,
-    PoolSpeakerEmbedding.layer,
+    PoolSpeakerEmbedding.layer(speakerModel),
     PoolCloneAnalysis.layer,
     FfmpegMediaDecoder.layer
   ).pipe(Layer.provideMerge(pool))
@@ -177,7 +180,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
         fetchToFile(url, { tmpDir, maxBytes: MAX_INLINE_BYTES, timeoutMs: 120_000, allowPrivate: config.urlFetchAllowPrivate, ca }).pipe(
           Effect.map((r) => r.file)
         ),
-      deliveryWritten: webhooks.kick
+      deliveryWritten: webhooks.kick,
+      matchThreshold: speakerModel.matchThreshold
     })
   })).pipe(Layer.provide(Layer.mergeAll(transcriber, jobStore, blobStore, accounts, dispatcher)))
   const sweeper = uploadSweeperLayer(config.uploadSweepS * 1000).pipe(Layer.provide(Layer.merge(jobStore, blobStore)))

@@ -11,23 +11,30 @@
 import { Context, Effect, Layer } from "effect"
 import { type EngineError, Inference } from "../Inference.ts"
 import { type TranscriptionError, transcriptionFromEngine } from "../asr/TranscriptionError.ts"
+import { CLASSICAL_SPEAKER_MODEL, type SpeakerModelProfile } from "./SpeakerModel.ts"
 import type { SpeakerEmbedInput, SpeakerEmbedOutput } from "./tasks.ts"
 
 export class SpeakerEmbedding extends Context.Service<SpeakerEmbedding, {
+  /** The embedding the workers run and its thresholds. */
+  readonly profile: SpeakerModelProfile
   /** `input.pcm`'s buffer moves to the engine: the caller passes a buffer of its own. */
-  readonly embed: (input: SpeakerEmbedInput) => Effect.Effect<SpeakerEmbedOutput, TranscriptionError | EngineError>
+  readonly embed: (input: Omit<SpeakerEmbedInput, "modelDirectory">) => Effect.Effect<SpeakerEmbedOutput, TranscriptionError | EngineError>
 }>()("speech/engines/SpeakerEmbedding") {}
 
-const makePoolSpeakerEmbedding = Effect.map(Inference, (pool) =>
-  SpeakerEmbedding.of({
-    embed: (input) =>
-      pool.run("speaker.embed", input, { priority: "batch", transfer: [input.pcm.buffer as ArrayBuffer] }).pipe(
-        Effect.mapError(transcriptionFromEngine)
-      )
-  }))
+const makePoolSpeakerEmbedding = (profile: SpeakerModelProfile) =>
+  Effect.map(Inference, (pool) =>
+    SpeakerEmbedding.of({
+      profile,
+      embed: (input) =>
+        pool.run("speaker.embed", { ...input, ...(profile.directory !== undefined ? { modelDirectory: profile.directory } : {}) }, {
+          priority: "batch",
+          transfer: [input.pcm.buffer as ArrayBuffer]
+        }).pipe(Effect.mapError(transcriptionFromEngine))
+    }))
 
-/** `SpeakerEmbedding` on the worker pool, batch priority. */
+/** `SpeakerEmbedding` on the worker pool, batch priority; the classical embedding unless a profile says otherwise. */
 export const PoolSpeakerEmbedding = {
   make: makePoolSpeakerEmbedding,
-  layer: Layer.effect(SpeakerEmbedding, makePoolSpeakerEmbedding) as Layer.Layer<SpeakerEmbedding, never, Inference>
+  layer: (profile: SpeakerModelProfile = CLASSICAL_SPEAKER_MODEL) =>
+    Layer.effect(SpeakerEmbedding, makePoolSpeakerEmbedding(profile)) as Layer.Layer<SpeakerEmbedding, never, Inference>
 }

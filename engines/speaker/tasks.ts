@@ -10,9 +10,11 @@
  * Clustering (Diarizer.ts) is cheap and pure and runs wherever the caller likes.
  */
 import { int16ToFloat } from "../audio/Pcm.ts"
-import { defineTasks, TaskError, transfer } from "../tasks.ts"
+import { defineTasks, perThread, TaskError, transfer } from "../tasks.ts"
 import { MfccEmbedding } from "./MfccEmbedding.ts"
+import { fromSpeakerEmbedding, loadOnnxEmbedding, type WindowEmbedder } from "./OnnxEmbedding.ts"
 import { SpeakerEmbeddingError, type EmbeddingWindow } from "./SpeakerEmbedding.ts"
+import { SpeakerModelError } from "./SpeakerModel.ts"
 
 /** Bound on windows per task: 20 000 windows at 0.75 s hop is over 4 h of speech. */
 export const MAX_WINDOWS_PER_TASK = 20_000
@@ -24,6 +26,8 @@ export interface SpeakerEmbedInput {
   readonly windows: ReadonlyArray<EmbeddingWindow>
   /** Recording time of `pcm[0]`, ms; default 0. */
   readonly offsetMs?: number
+  /** A neural model's directory (SpeakerModel.ts); absent: the classical embedding. */
+  readonly modelDirectory?: string
 }
 
 export interface SpeakerEmbedOutput {
@@ -38,16 +42,28 @@ export interface SpeakerEmbedOutput {
 
 const invalid = (message: string) => new TaskError("InvalidInput", message, "SpeakerEmbeddingError")
 
+const classical = fromSpeakerEmbedding(MfccEmbedding)
+/** Loaded once per thread and directory (a service has one; tests may use several). */
+const neural = new Map<string, () => Promise<WindowEmbedder>>()
+const embedderFor = (directory: string | undefined): Promise<WindowEmbedder> => {
+  if (directory === undefined) return Promise.resolve(classical)
+  let load = neural.get(directory)
+  if (load === undefined) neural.set(directory, (load = perThread(() => loadOnnxEmbedding(directory))))
+  return load()
+}
+
 export const speakerTasks = defineTasks({
-  "speaker.embed": (input: SpeakerEmbedInput) => {
+  "speaker.embed": async (input: SpeakerEmbedInput) => {
     const { pcm, windows } = input
     if (!(pcm instanceof Int16Array || pcm instanceof Float32Array)) throw invalid("pcm must be an Int16Array or Float32Array at 16 kHz")
     if (!Array.isArray(windows)) throw invalid("windows must be an array of { startMs, endMs }")
     if (windows.length > MAX_WINDOWS_PER_TASK) throw invalid(`at most ${MAX_WINDOWS_PER_TASK} windows per task, got ${windows.length}`)
     const offsetMs = input.offsetMs ?? 0
     if (!(Number.isFinite(offsetMs) && offsetMs >= 0)) throw invalid(`bad offsetMs ${offsetMs}`)
+    if (input.modelDirectory !== undefined && typeof input.modelDirectory !== "string") throw invalid("modelDirectory must be a string")
     const started = performance.now()
     const samples = pcm instanceof Int16Array ? int16ToFloat(pcm) : pcm
+    let embedder: WindowEmbedder
     let embeddings: Array<Float32Array>
     try {
       // Windows that begin before this chunk are clamped to its start, like those past its end.
@@ -55,12 +71,14 @@ export const speakerTasks = defineTasks({
         if (typeof w !== "object" || w === null) throw invalid("each window must be { startMs, endMs }")
         return { startMs: Math.max(0, w.startMs - offsetMs), endMs: Math.max(0, w.endMs - offsetMs) }
       })
-      embeddings = MfccEmbedding.embedWindows(samples, local)
+      embedder = await embedderFor(input.modelDirectory)
+      embeddings = await embedder.embedWindows(samples, local)
     } catch (e) {
       if (e instanceof SpeakerEmbeddingError) throw new TaskError(e.reason, e.message, e.name)
+      if (e instanceof SpeakerModelError) throw new TaskError("EngineUnavailable", e.message, e.name)
       throw e
     }
-    const output: SpeakerEmbedOutput = { embeddings, dimension: MfccEmbedding.dimension, name: MfccEmbedding.name, engineMs: performance.now() - started }
+    const output: SpeakerEmbedOutput = { embeddings, dimension: embedder.dimension, name: embedder.name, engineMs: performance.now() - started }
     return transfer(output, embeddings.map((v) => v.buffer as ArrayBuffer))
   }
 })

@@ -72,7 +72,8 @@ t.test("job runner", async (t) => {
         return { code: error.code, message: error.message }
       },
       fetchSource: () => Effect.die("no URL jobs here"),
-      deliveryWritten: Effect.sync(() => void deliveriesWritten++)
+      deliveryWritten: Effect.sync(() => void deliveriesWritten++),
+      matchThreshold: 0.86
     }), scope))
     const runner = ctx.mapUnsafe.get(JobRunner.key) as JobRunner["Service"]
     return { runner, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }

@@ -42,3 +42,9 @@ t.test("README configuration table matches runtime/Config.ts (npm run docs:confi
   const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
   t.equal(readme, readmeWithTable(readme))
 })
+
+t.test("SPEAKER_EMBEDDING_DIR is checked when the configuration is read", async (t) => {
+  t.equal((await load({})).speakerEmbeddingDir._tag, "None", "unset: the classical embedding")
+  const error = await load({ SPEAKER_EMBEDDING_DIR: "/nonexistent/speaker-model" }).then(() => undefined, (e: Error) => e)
+  t.match(error?.message, /SPEAKER_EMBEDDING_DIR: SPEAKER_EMBEDDING_DIR \/nonexistent\/speaker-model has no speaker-embedding\.json/)
+})
