@@ -1,47 +1,28 @@
 /**
- * Speaker labels for recognised words: embedding windows inside the VAD's speech segments are
- * embedded by the `SpeakerEmbedding` service (a worker task; the classical MFCC-statistics
- * embedding by default), clustered on the main thread (average linkage, cheap for the ≤ 2000
- * windows a recording gets), and each word takes the speaker of the turn it overlaps most.
- * Each speaker's voiceprint is the normalised mean of its windows' embeddings (the input of
- * speaker recognition, actors/SpeakerRecognition.ts); it costs nothing more to compute.
+ * Speaker labels for recognised words, in three steps on the worker pool:
+ *  1. each VAD speech segment is cut into units at its pauses, with the Gaussian statistics of
+ *     their band-limited cepstra (`units`, SpeechUnits.ts), and every unit is embedded
+ *     (`embed`: the classical MFCC-statistics embedding, or a neural model from
+ *     SPEAKER_EMBEDDING_DIR);
+ *  2. the units are clustered: with the classical embedding by BIC over their statistics
+ *     (`cluster`, BicClustering.ts: the number of speakers chosen by the criterion, or
+ *     `num_speakers`), since its vectors separate speakers only on average (bench/diarization);
+ *     with a neural model by average-linkage clustering of the embeddings at the model's own
+ *     threshold (Diarizer.ts);
+ *  3. units become turns and each word takes the speaker of the turn it overlaps most.
+ * Each speaker's voiceprint is the normalised mean of its units' embeddings (the input of
+ * speaker recognition, actors/SpeakerRecognition.ts).
  */
 import { Effect, Layer } from "effect"
-import { assignWords, diarizationWindows, diarize } from "../engines/speaker/Diarizer.ts"
+import { assignWords, diarize, unitTurns } from "../engines/speaker/Diarizer.ts"
 import { HOP_SAMPLES } from "../engines/speaker/FrameFeatures.ts"
 import { isZero, l2Normalise } from "../engines/speaker/SpeakerEmbedding.ts"
 import { SpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
+import { STATS_WIDTH } from "../engines/speaker/SpeechUnits.ts"
 import type { Voiceprint } from "../storage/SavedSpeakers.ts"
 import { SpeakerLabeller } from "./Transcription.ts"
 
 const SAMPLE_RATE = 16000
-
-interface WindowGroup {
-  readonly startMs: number
-  readonly endMs: number
-  /** Indexes into the window list. */
-  readonly members: Array<number>
-}
-
-/**
- * Windows grouped by the speech segment that holds them (`diarizationWindows` makes every
- * window inside one segment); a window no segment holds, which it never makes, gets its own.
- */
-const groupBySegment = (
-  segments: ReadonlyArray<{ startMs: number; endMs: number }>,
-  windows: ReadonlyArray<{ startMs: number; endMs: number }>
-): Array<WindowGroup> => {
-  const groups = new Map<number, WindowGroup>()
-  const loose: Array<WindowGroup> = []
-  windows.forEach((w, i) => {
-    const s = segments.findIndex((s) => s.startMs <= w.startMs && w.endMs <= s.endMs)
-    if (s < 0) return void loose.push({ startMs: w.startMs, endMs: w.endMs, members: [i] })
-    let g = groups.get(s)
-    if (g === undefined) groups.set(s, (g = { startMs: segments[s]!.startMs, endMs: segments[s]!.endMs, members: [] }))
-    g.members.push(i)
-  })
-  return [...groups.values(), ...loose]
-}
 
 /** `speaker_3` (the ElevenLabs speaker_id) → `SPEAKER_03` (the raw label of SPEC 2.7). */
 export const rawLabel = (speakerId: string): string => `SPEAKER_${speakerId.replace(/^speaker_/, "").padStart(2, "0")}`
@@ -75,38 +56,47 @@ export const SpeakerLabellerLive = Layer.effect(
     const embedder = yield* SpeakerEmbedding
     return SpeakerLabeller.of({
       label: Effect.fn("SpeakerLabeller.label")(function*(audio, segments, words, numSpeakers) {
-        const windows = diarizationWindows(segments)
-        if (windows.length === 0) return { words: words.map((w) => ({ ...w, speaker: "speaker_0" })), voiceprints: [] }
-        // One task per speech segment with that segment's audio read back from the spill, so
-        // memory stays one segment (≤ 20 s) per task whatever the recording's length. Each chunk
-        // starts on the 10 ms analysis grid of the whole recording (HOP_SAMPLES), so the frames
-        // are those one call over the whole PCM would analyse.
-        const groups = groupBySegment(segments, windows)
-        const embeddings = new Array<Float32Array>(windows.length)
+        if (segments.length === 0) return { words: words.map((w) => ({ ...w, speaker: "speaker_0" })), voiceprints: [] }
+        // One pair of tasks per speech segment with that segment's audio read back from the
+        // spill, so memory stays one segment (≤ 20 s) per task whatever the recording's length.
+        // Each chunk starts on the 10 ms analysis grid of the whole recording (HOP_SAMPLES).
         let model = ""
-        yield* Effect.forEach(groups, (g) =>
+        const perSegment = yield* Effect.forEach(segments, (segment) =>
           Effect.gen(function*() {
-            const from = Math.floor(Math.floor((g.startMs * SAMPLE_RATE) / 1000) / HOP_SAMPLES) * HOP_SAMPLES
-            const to = Math.min(audio.samples, Math.ceil((g.endMs * SAMPLE_RATE) / 1000))
+            const from = Math.floor(Math.floor((segment.startMs * SAMPLE_RATE) / 1000) / HOP_SAMPLES) * HOP_SAMPLES
+            const to = Math.min(audio.samples, Math.ceil((segment.endMs * SAMPLE_RATE) / 1000))
             const pcm = yield* audio.read(from, to)
-            const embedded = yield* embedder.embed({
-              pcm,
-              windows: g.members.map((i) => windows[i]!),
-              offsetMs: (from * 1000) / SAMPLE_RATE
-            })
+            const offsetMs = (from * 1000) / SAMPLE_RATE
+            const found = yield* embedder.units({ pcm: pcm.slice(), segments: [segment], offsetMs })
+            const embedded = yield* embedder.embed({ pcm, windows: found.units, offsetMs })
             model = embedded.name
-            g.members.forEach((i, k) => {
-              embeddings[i] = embedded.embeddings[k]!
-            })
-          }), { concurrency: 2, discard: true })
-        const result = diarize(
-          windows.map((w, i) => ({ ...w, embedding: embeddings[i]! })),
-          numSpeakers !== undefined ? { numSpeakers } : { threshold: embedder.profile.diarizationThreshold }
-        )
-        const speakers = assignWords(words, result.turns)
+            return { units: found.units, stats: found.stats, embeddings: embedded.embeddings }
+          }), { concurrency: 2 })
+        const units = perSegment.flatMap((p) => p.units)
+        const embeddings = perSegment.flatMap((p) => p.embeddings)
+        let labels: ArrayLike<number>
+        if (embedder.profile.directory === undefined) {
+          const stats = new Float64Array(units.length * STATS_WIDTH)
+          let at = 0
+          for (const p of perSegment) {
+            stats.set(p.stats, at)
+            at += p.stats.length
+          }
+          labels = yield* embedder.cluster({ stats, units: units.length, ...(numSpeakers !== undefined ? { numSpeakers } : {}) })
+        } else {
+          // A neural embedding separates speakers by itself: cluster its vectors (no smoothing:
+          // units do not overlap).
+          const result = diarize(
+            units.map((u, i) => ({ ...u, embedding: embeddings[i]! })),
+            { smoothing: 0, minClusterMs: 300, ...(numSpeakers !== undefined ? { numSpeakers } : { threshold: embedder.profile.diarizationThreshold }) }
+          )
+          labels = result.labels.map((l) => Number(l.replace("speaker_", "")))
+        }
+        const { turns, speakers } = unitTurns(units, labels)
+        const assigned = assignWords(words, turns)
         return {
-          words: words.map((w, i) => ({ ...w, speaker: speakers[i]! })),
-          voiceprints: voiceprintsOf(result.labels, embeddings, result.turns, model)
+          words: words.map((w, i) => ({ ...w, speaker: assigned[i]! })),
+          voiceprints: voiceprintsOf(speakers, embeddings, turns, model)
         }
       })
     })

@@ -4,9 +4,10 @@
  * and telephone band, reference turns as RTTM), scored by bench/der.ts.
  *
  * (a) The diarizer in this process on the service's own path: ffmpeg decode, Silero VAD
- *     segments, `diarizationWindows`, the default embedding, `diarize`; DER (collar 0.25 s,
- *     overlap scored) of its turns, without and with `num_speakers`, and its CPU time per audio
- *     minute (embedding + clustering; VAD excluded, the service pays it for recognition anyway).
+ *     segments, pause-bounded units with cepstral statistics, BIC clustering (the labeller's
+ *     classical path); DER (collar 0.25 s, overlap scored) of its turns, without and with
+ *     `num_speakers`, and its CPU time per audio minute (units + clustering; VAD excluded, the
+ *     service pays it for recognition anyway; the voiceprint embedding excluded).
  * (b) The service end to end: `POST /speech-to-text` with `diarize=true` (and `num_speakers`),
  *     the words' `speaker_id` scored as word-speaker accuracy (words whose midpoint lies in one
  *     reference turn) and as DER of turns made from the words, and wall time per audio minute.
@@ -21,8 +22,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { decodeMedia } from "../engines/media/MediaDecoder.ts"
-import { diarizationWindows, diarize } from "../engines/speaker/Diarizer.ts"
-import { MfccEmbedding } from "../engines/speaker/MfccEmbedding.ts"
+import { bicCluster } from "../engines/speaker/BicClustering.ts"
+import { unitTurns } from "../engines/speaker/Diarizer.ts"
+import { speechUnits, UNIT_DIMENSION } from "../engines/speaker/SpeechUnits.ts"
 import { SileroVad } from "../engines/vad/SileroVad.ts"
 import { bestMapping, diarizationErrorRate, type Turn, wordSpeakerAccuracy } from "./der.ts"
 import { conversationSpecs, type SetEntry, writeSet } from "./diarizationSet.ts"
@@ -60,10 +62,11 @@ const engineRun = async (vad: SileroVad, entry: SetEntry, numSpeakers: number | 
   const { segments } = await vad.segments(decoded.pcm)
   const pcm = Float32Array.from(decoded.pcm, (x) => x / 32768)
   const started = performance.now()
-  const windows = diarizationWindows(segments)
-  const embeddings = MfccEmbedding.embedWindows(pcm, windows)
-  const result = diarize(windows.map((w, i) => ({ ...w, embedding: embeddings[i]! })), numSpeakers !== undefined ? { numSpeakers } : {})
-  return score(entry, hypothesisTurns(result.turns), performance.now() - started)
+  // The labeller's classical path (actors/Diarization.ts) over the whole recording at once.
+  const { units, stats } = speechUnits(pcm, segments)
+  const labels = bicCluster(stats, units.length, UNIT_DIMENSION, numSpeakers !== undefined ? { numSpeakers } : {})
+  const { turns } = unitTurns(units, labels)
+  return score(entry, hypothesisTurns(turns), performance.now() - started)
 }
 
 interface ServiceWord {

@@ -320,3 +320,31 @@ export const assignWords = (words: ReadonlyArray<TimeSpan>, turns: ReadonlyArray
     if (after === undefined) return before.speaker
     return word.startMs - before.endMs <= after.startMs - word.endMs ? before.speaker : after.speaker
   })
+
+/**
+ * Turns from labelled units in time order: units set aside (−1) take the label of the nearest
+ * labelled unit in time; touching neighbours with one label join; names follow first appearance.
+ */
+export const unitTurns = (units: ReadonlyArray<TimeSpan>, labels: ArrayLike<number>): { turns: Array<SpeakerTurn>; speakers: Array<string> } => {
+  const labelled = units.flatMap((_, i) => (labels[i]! >= 0 ? [i] : []))
+  const centre = (u: TimeSpan) => (u.startMs + u.endMs) / 2
+  const resolved = units.map((u, i) => {
+    if (labels[i]! >= 0) return labels[i]!
+    let best = -1
+    for (const k of labelled) if (best < 0 || Math.abs(centre(units[k]!) - centre(u)) < Math.abs(centre(units[best]!) - centre(u))) best = k
+    return best < 0 ? 0 : labels[best]!
+  })
+  const names = new Map<number, string>()
+  const speakers = resolved.map((l) => {
+    let name = names.get(l)
+    if (name === undefined) names.set(l, (name = `speaker_${names.size}`))
+    return name
+  })
+  const turns: Array<SpeakerTurn> = []
+  units.forEach((u, i) => {
+    const last = turns[turns.length - 1]
+    if (last !== undefined && last.speaker === speakers[i] && u.startMs <= last.endMs) turns[turns.length - 1] = { ...last, endMs: Math.max(last.endMs, u.endMs) }
+    else turns.push({ startMs: u.startMs, endMs: u.endMs, speaker: speakers[i]! })
+  })
+  return { turns, speakers }
+}

@@ -47,25 +47,37 @@ export const frameCount = (samples: number): number => (samples < FRAME_SAMPLES 
 const mel = (hz: number) => 2595 * Math.log10(1 + hz / 700)
 const hzOfMel = (m: number) => 700 * (10 ** (m / 2595) - 1)
 
+/** A mel filterbank and its cepstra: bands over [lowHz, highHz], c1…c`cepstra`. */
+export interface MelSpec {
+  readonly lowHz: number
+  readonly highHz: number
+  readonly bands: number
+  readonly cepstra: number
+}
+
+const EMBEDDING_MEL: MelSpec = { lowHz: MEL_LOW_HZ, highHz: MEL_HIGH_HZ, bands: MEL_BANDS, cepstra: CEPSTRA }
+
 interface Tables {
   readonly window: Float64Array
-  /** MEL_BANDS rows of FFT bins (sparse: first bin and weights). */
+  /** `bands` rows of FFT bins (sparse: first bin and weights). */
   readonly filters: ReadonlyArray<{ readonly first: number; readonly weights: Float64Array }>
-  /** CEPSTRA rows × MEL_BANDS, for c1…c19. */
+  /** `cepstra` rows × `bands`, for c1…c`cepstra`. */
   readonly dct: Float64Array
 }
 
-let tables: Tables | undefined
+const tablesBySpec = new Map<string, Tables>()
 
-const buildTables = (): Tables => {
-  if (tables !== undefined) return tables
+const buildTables = (spec: MelSpec): Tables => {
+  const key = `${spec.lowHz}/${spec.highHz}/${spec.bands}/${spec.cepstra}`
+  const cached = tablesBySpec.get(key)
+  if (cached !== undefined) return cached
   const window = new Float64Array(FRAME_SAMPLES)
   for (let n = 0; n < FRAME_SAMPLES; n++) window[n] = 0.54 - 0.46 * Math.cos((2 * Math.PI * n) / (FRAME_SAMPLES - 1))
-  const lo = mel(MEL_LOW_HZ)
-  const hi = mel(MEL_HIGH_HZ)
-  const edges = Array.from({ length: MEL_BANDS + 2 }, (_, k) => (hzOfMel(lo + ((hi - lo) * k) / (MEL_BANDS + 1)) * FFT_SIZE) / SAMPLE_RATE)
+  const lo = mel(spec.lowHz)
+  const hi = mel(spec.highHz)
+  const edges = Array.from({ length: spec.bands + 2 }, (_, k) => (hzOfMel(lo + ((hi - lo) * k) / (spec.bands + 1)) * FFT_SIZE) / SAMPLE_RATE)
   const filters = []
-  for (let b = 0; b < MEL_BANDS; b++) {
+  for (let b = 0; b < spec.bands; b++) {
     const [l, c, r] = [edges[b]!, edges[b + 1]!, edges[b + 2]!]
     const first = Math.ceil(l)
     const last = Math.floor(r)
@@ -73,17 +85,64 @@ const buildTables = (): Tables => {
     for (let k = first; k <= last; k++) weights[k - first] = k <= c ? (k - l) / (c - l) : (r - k) / (r - c)
     filters.push({ first, weights })
   }
-  const dct = new Float64Array(CEPSTRA * MEL_BANDS)
-  for (let q = 1; q <= CEPSTRA; q++) {
-    for (let b = 0; b < MEL_BANDS; b++) dct[(q - 1) * MEL_BANDS + b] = Math.sqrt(2 / MEL_BANDS) * Math.cos((Math.PI * q * (b + 0.5)) / MEL_BANDS)
+  const dct = new Float64Array(spec.cepstra * spec.bands)
+  for (let q = 1; q <= spec.cepstra; q++) {
+    for (let b = 0; b < spec.bands; b++) dct[(q - 1) * spec.bands + b] = Math.sqrt(2 / spec.bands) * Math.cos((Math.PI * q * (b + 0.5)) / spec.bands)
   }
-  tables = { window, filters, dct }
+  const tables = { window, filters, dct }
+  tablesBySpec.set(key, tables)
   return tables
+}
+
+/**
+ * One frame's windowed, pre-emphasised samples into `frame`; returns its energy in dBFS (mean
+ * square; digital silence −200).
+ */
+const prepareFrame = (pcm: Float32Array, at: number, window: Float64Array, frame: Float64Array): number => {
+  let sumSquares = 0
+  for (let n = 0; n < FRAME_SAMPLES; n++) {
+    const s = pcm[at + n]!
+    sumSquares += s * s
+    const previous = at + n > 0 ? pcm[at + n - 1]! : 0
+    frame[n] = (s - PRE_EMPHASIS * previous) * window[n]!
+  }
+  return sumSquares > 0 ? 10 * Math.log10(sumSquares / FRAME_SAMPLES) : -200
+}
+
+/**
+ * Cepstra of another filterbank (the diarizer's band-limited one) and frame energy, without the
+ * embedding's pitch and spectrum extras: frame-major `cepstra` rows of `spec.cepstra`.
+ */
+export const melCepstra = (pcm: Float32Array, spec: MelSpec): { readonly frames: number; readonly cepstra: Float32Array; readonly energyDb: Float32Array } => {
+  const { window, filters, dct } = buildTables(spec)
+  const frames = frameCount(pcm.length)
+  const cepstra = new Float32Array(frames * spec.cepstra)
+  const energyDb = new Float32Array(frames)
+  const fft = new PowerSpectrum(FFT_SIZE)
+  const frame = new Float64Array(FRAME_SAMPLES)
+  const power = new Float64Array(fft.bins)
+  const logMel = new Float64Array(spec.bands)
+  for (let i = 0; i < frames; i++) {
+    energyDb[i] = prepareFrame(pcm, i * HOP_SAMPLES, window, frame)
+    fft.compute(frame, power)
+    for (let b = 0; b < spec.bands; b++) {
+      const { first, weights } = filters[b]!
+      let acc = 0
+      for (let k = 0; k < weights.length; k++) acc += power[first + k]! * weights[k]!
+      logMel[b] = Math.log(acc + POWER_FLOOR)
+    }
+    for (let q = 0; q < spec.cepstra; q++) {
+      let acc = 0
+      for (let b = 0; b < spec.bands; b++) acc += dct[q * spec.bands + b]! * logMel[b]!
+      cepstra[i * spec.cepstra + q] = acc
+    }
+  }
+  return { frames, cepstra, energyDb }
 }
 
 /** Features of every whole frame of `pcm` (16 kHz mono float). */
 export const frameFeatures = (pcm: Float32Array): FrameFeatures => {
-  const { window, filters, dct } = buildTables()
+  const { window, filters, dct } = buildTables(EMBEDDING_MEL)
   const frames = frameCount(pcm.length)
   const mfcc = new Float32Array(frames * CEPSTRA)
   const energyDb = new Float32Array(frames)
@@ -94,15 +153,7 @@ export const frameFeatures = (pcm: Float32Array): FrameFeatures => {
   const logMel = new Float64Array(MEL_BANDS)
   const perGroup = MEL_BANDS / LTAS_BANDS
   for (let i = 0; i < frames; i++) {
-    const at = i * HOP_SAMPLES
-    let sumSquares = 0
-    for (let n = 0; n < FRAME_SAMPLES; n++) {
-      const s = pcm[at + n]!
-      sumSquares += s * s
-      const previous = at + n > 0 ? pcm[at + n - 1]! : 0
-      frame[n] = (s - PRE_EMPHASIS * previous) * window[n]!
-    }
-    energyDb[i] = sumSquares > 0 ? 10 * Math.log10(sumSquares / FRAME_SAMPLES) : -200
+    energyDb[i] = prepareFrame(pcm, i * HOP_SAMPLES, window, frame)
     fft.compute(frame, power)
     for (let b = 0; b < MEL_BANDS; b++) {
       const { first, weights } = filters[b]!

@@ -15,6 +15,8 @@ import { MfccEmbedding } from "./MfccEmbedding.ts"
 import { fromSpeakerEmbedding, loadOnnxEmbedding, type WindowEmbedder } from "./OnnxEmbedding.ts"
 import { SpeakerEmbeddingError, type EmbeddingWindow } from "./SpeakerEmbedding.ts"
 import { SpeakerModelError } from "./SpeakerModel.ts"
+import { bicCluster } from "./BicClustering.ts"
+import { type SpeechUnit, speechUnits, STATS_WIDTH, UNIT_DIMENSION } from "./SpeechUnits.ts"
 
 /** Bound on windows per task: 20 000 windows at 0.75 s hop is over 4 h of speech. */
 export const MAX_WINDOWS_PER_TASK = 20_000
@@ -38,6 +40,30 @@ export interface SpeakerEmbedOutput {
   readonly name: string
   /** Wall time of the analysis in the worker, ms. */
   readonly engineMs: number
+}
+
+export interface SpeakerUnitsInput {
+  /** Mono at 16 kHz, as for `speaker.embed`. */
+  readonly pcm: Int16Array | Float32Array
+  /** Speech segments inside this chunk, ms in recording time. */
+  readonly segments: ReadonlyArray<SpeechUnit>
+  /** Recording time of `pcm[0]`, ms; default 0. */
+  readonly offsetMs?: number
+}
+
+export interface SpeakerUnitsOutput {
+  /** Units between pauses, ms in recording time, in time order (SpeechUnits.ts). */
+  readonly units: Array<SpeechUnit>
+  /** units × STATS_WIDTH Gaussian statistics of their cepstra. */
+  readonly stats: Float64Array
+  readonly dimension: number
+}
+
+export interface SpeakerClusterInput {
+  /** All units' statistics of one recording, in time order. */
+  readonly stats: Float64Array
+  readonly units: number
+  readonly numSpeakers?: number
 }
 
 const invalid = (message: string) => new TaskError("InvalidInput", message, "SpeakerEmbeddingError")
@@ -80,5 +106,31 @@ export const speakerTasks = defineTasks({
     }
     const output: SpeakerEmbedOutput = { embeddings, dimension: embedder.dimension, name: embedder.name, engineMs: performance.now() - started }
     return transfer(output, embeddings.map((v) => v.buffer as ArrayBuffer))
+  }
+,
+  "speaker.units": (input: SpeakerUnitsInput) => {
+    const { pcm, segments } = input
+    if (!(pcm instanceof Int16Array || pcm instanceof Float32Array)) throw invalid("pcm must be an Int16Array or Float32Array at 16 kHz")
+    if (!Array.isArray(segments)) throw invalid("segments must be an array of { startMs, endMs }")
+    const offsetMs = input.offsetMs ?? 0
+    if (!(Number.isFinite(offsetMs) && offsetMs >= 0)) throw invalid(`bad offsetMs ${offsetMs}`)
+    const local = segments.map((s) => {
+      if (typeof s !== "object" || s === null || !Number.isFinite(s.startMs) || !Number.isFinite(s.endMs)) throw invalid("each segment must be { startMs, endMs }")
+      return { startMs: Math.max(0, s.startMs - offsetMs), endMs: Math.max(0, s.endMs - offsetMs) }
+    })
+    const found = speechUnits(pcm instanceof Int16Array ? int16ToFloat(pcm) : pcm, local)
+    const output: SpeakerUnitsOutput = {
+      units: found.units.map((u) => ({ startMs: u.startMs + offsetMs, endMs: u.endMs + offsetMs })),
+      stats: found.stats,
+      dimension: UNIT_DIMENSION
+    }
+    return transfer(output, [found.stats.buffer as ArrayBuffer])
+  },
+  "speaker.cluster": (input: SpeakerClusterInput) => {
+    if (!(input.stats instanceof Float64Array)) throw invalid("stats must be a Float64Array")
+    if (!(Number.isInteger(input.units) && input.units >= 0 && input.stats.length === input.units * STATS_WIDTH)) throw invalid("stats must hold units × STATS_WIDTH values")
+    if (input.numSpeakers !== undefined && !(Number.isInteger(input.numSpeakers) && input.numSpeakers >= 1)) throw invalid("numSpeakers must be a positive integer")
+    const labels = bicCluster(input.stats, input.units, UNIT_DIMENSION, input.numSpeakers !== undefined ? { numSpeakers: input.numSpeakers } : {})
+    return transfer({ labels }, [labels.buffer as ArrayBuffer])
   }
 })
