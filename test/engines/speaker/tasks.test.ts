@@ -3,7 +3,8 @@ import t from "tap"
 import { floatToInt16 } from "../../../engines/audio/Pcm.ts"
 import { MfccEmbedding } from "../../../engines/speaker/MfccEmbedding.ts"
 import { cosine } from "../../../engines/speaker/SpeakerEmbedding.ts"
-import { speakerTasks, type SpeakerEmbedOutput } from "../../../engines/speaker/tasks.ts"
+import { speakerTasks, type SpeakerEmbedOutput, type SpeakerUnitsOutput } from "../../../engines/speaker/tasks.ts"
+import { STATS_WIDTH } from "../../../engines/speaker/SpeechUnits.ts"
 import { serveTasks, type TaskFailure } from "../../../engines/tasks.ts"
 import { WorkerPool } from "../../../runtime/WorkerPool.ts"
 import { Inference } from "../../../engines/Inference.ts"
@@ -63,3 +64,27 @@ t.test("speaker.embed through a real worker pool", (t) =>
       t.ok(out.embeddings.every((v, i) => cosine(v, local[i]!) > 0.999999), "same vectors as on the main thread")
     }).pipe(Effect.provide(WorkerPool.layer({ filename: new URL("./speakerWorker.ts", import.meta.url).href, workers: 1, maxQueue: 4 })))
   ))
+
+t.test("speaker.units and speaker.cluster: units in recording time, statistics moved, labels per unit", async (t) => {
+  const reply = await serve({ kind: "speaker.units", input: { pcm, segments: [{ startMs: 10_000, endMs: 10_000 + (pcm.length / 16) }], offsetMs: 10_000 } })
+  t.ok(reply.outcome.ok)
+  const out = (reply.outcome as { value: SpeakerUnitsOutput }).value
+  t.ok(out.units.length >= 1 && out.units.every((u) => u.startMs >= 10_000 && u.endMs <= 10_000 + pcm.length / 16 + 10), JSON.stringify(out.units))
+  t.equal(out.stats.length, out.units.length * STATS_WIDTH)
+  t.same(reply.transfer, [out.stats.buffer], "the statistics are moved")
+  const clustered = await serve({ kind: "speaker.cluster", input: { stats: out.stats, units: out.units.length } })
+  t.ok(clustered.outcome.ok)
+  const labels = (clustered.outcome as { value: { labels: Int32Array } }).value.labels
+  t.equal(labels.length, out.units.length)
+  t.ok(Array.from(labels).every((l) => l === -1 || l === 0), "one synthetic voice: one speaker")
+  const failure = async (kind: "speaker.units" | "speaker.cluster", input: unknown) => {
+    const r = await serve({ kind, input } as never)
+    return r.outcome.ok ? undefined : (r.outcome.error as TaskFailure)
+  }
+  t.match(await failure("speaker.units", { pcm: "x", segments: [] }), { reason: "InvalidInput" })
+  t.match(await failure("speaker.units", { pcm, segments: [{ startMs: "a", endMs: 1 }] }), { reason: "InvalidInput" })
+  t.match(await failure("speaker.units", { pcm, segments: [], offsetMs: Number.NaN }), { reason: "InvalidInput" })
+  t.match(await failure("speaker.cluster", { stats: new Float64Array(3), units: 1 }), { reason: "InvalidInput" })
+  t.match(await failure("speaker.cluster", { stats: [1, 2], units: 0 }), { reason: "InvalidInput" })
+  t.match(await failure("speaker.cluster", { stats: new Float64Array(STATS_WIDTH), units: 1, numSpeakers: 0 }), { reason: "InvalidInput" })
+})
