@@ -109,17 +109,21 @@ export const bicCluster = (stats: Float64Array, units: number, d: number, partia
     members[a]!.push(...members[b]!)
   }
   const target = o.numSpeakers
-  // Too many units for the pairwise matrix: neighbours in time merge first.
-  while (clusters.length > o.maxClusters) {
-    let best = 0
-    let bestCost = Infinity
-    for (let i = 0; i + 1 < clusters.length; i++) {
-      const c = cost(clusters[i]!, clusters[i + 1]!)
-      if (c < bestCost) [best, bestCost] = [i, c]
+  // Too many units for the pairwise matrix: neighbours in time merge first. The cost of each
+  // neighbour pair is kept; a merge changes only the two pairs beside it.
+  if (clusters.length > o.maxClusters) {
+    const next: Array<number> = []
+    for (let i = 0; i + 1 < clusters.length; i++) next.push(cost(clusters[i]!, clusters[i + 1]!))
+    while (clusters.length > o.maxClusters) {
+      let best = 0
+      for (let i = 1; i < next.length; i++) if (next[i]! < next[best]!) best = i
+      merge(best, best + 1)
+      clusters.splice(best + 1, 1)
+      members.splice(best + 1, 1)
+      next.splice(best, 1)
+      if (best > 0) next[best - 1] = cost(clusters[best - 1]!, clusters[best]!)
+      if (best < next.length) next[best] = cost(clusters[best]!, clusters[best + 1]!)
     }
-    merge(best, best + 1)
-    clusters.splice(best + 1, 1)
-    members.splice(best + 1, 1)
   }
   const m = clusters.length
   const pair = new Float64Array(m * m).fill(Infinity)
