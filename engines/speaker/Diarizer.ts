@@ -1,33 +1,27 @@
 /**
- * Who spoke when: speaker embeddings of short windows inside the speech segments of one
- * recording → speaker turns, and words → speakers. Pure (no audio, no model), so it runs on any
- * thread and is tested on made-up vectors; the embeddings come from `speaker.embed` (tasks.ts).
+ * Who spoke when, the pure parts: clustering of embedded spans (the neural-embedding path of
+ * actors/Diarization.ts; the classical path clusters by BIC, BicClustering.ts), turns from
+ * labelled units, and words → speakers. No audio, no model: tested on made-up vectors.
  *
- *  1. `diarizationWindows`: 1.5 s windows at 0.75 s hop inside each speech segment (the last one
- *     aligned to the segment's end; a segment shorter than a window is one window). Beyond
- *     `maxWindows` the hop and window grow so that the count stays bounded: clustering keeps an
- *     n × n Float32 distance matrix (2000 windows = 16 MB) and costs O(n²).
- *  2. `diarize`: agglomerative clustering, average linkage on cosine distance (1 − cos), by the
+ *  1. `diarize`: agglomerative clustering, average linkage on cosine distance (1 − cos), by the
  *     nearest-neighbour chain (exact for average linkage); the dendrogram is cut where the next
  *     merge would be farther than `threshold`, or at exactly `numSpeakers` clusters when given.
- *     Clusters of fewer than `minClusterWindows` windows are dissolved into the nearest other
+ *     Clusters of fewer than `minClusterWindows` spans are dissolved into the nearest other
  *     (centroid cosine), so a cough or a laugh cannot become a speaker nor, with `numSpeakers`,
- *     take a speaker's place. Windows shorter than `minClusterMs` or with no speech (zero
- *     vector) are not clustered; they take the label of the nearest clustered window in time.
- *  3. Smoothing: within a run of overlapping windows (one speech segment), each label becomes
- *     the most common label among itself and `smoothing` neighbours on each side (a median for
- *     labels), which removes one-window flips; it never crosses a pause, where turns change.
- *  4. Turns: each window owns the time up to the middle of its overlap with its neighbours;
- *     adjacent windows with one label join into a turn; labels are renamed `speaker_0`,
+ *     take a speaker's place. Spans shorter than `minClusterMs` or with no speech (zero
+ *     vector) are not clustered; they take the label of the nearest clustered span in time.
+ *  2. Smoothing: within a run of overlapping spans, each label becomes the most common label
+ *     among itself and `smoothing` neighbours on each side (a median for labels), which removes
+ *     one-window flips; it never crosses a pause, where turns change. Units do not overlap, so
+ *     for them it does nothing.
+ *  3. Turns: each span owns the time up to the middle of its overlap with its neighbours;
+ *     adjacent spans with one label join into a turn; labels are renamed `speaker_0`,
  *     `speaker_1`, … in order of first appearance.
  * Times are ms from the start of the recording. Overlapping speech gets one speaker.
  *
- * The default threshold is a compromise measured with MfccEmbedding on 35 s synthetic dialogues
- * (8 sentences). Last merge within one voice, stray windows included: Flite slt, rms, awb
- * 0.14–0.31, kal16 0.44, espeak 0.36–0.61 (with small clusters dissolved, 0.4 still finds one
- * speaker for kal16, en+m1, en+m3 and en+f3 alone). Merge of two voices: slt/rms 0.44, kal16 with rms or awb 0.50–
- * 0.53, espeak en+m3 with rms 1.4; similar voices (rms/awb 0.30) merge unless `numSpeakers` is
- * given. Another embedding, or real recordings, need their own threshold.
+ * `DIARIZE_DEFAULTS.threshold` is the classical embedding's, measured on synthetic voices
+ * (last merge within one voice 0.14–0.61, between voices 0.44–1.4); on real recordings it finds
+ * one speaker, which is why the classical path no longer uses it. A neural model brings its own.
  */
 import { cosine, isZero } from "./SpeakerEmbedding.ts"
 
@@ -41,15 +35,6 @@ export interface TimeSpan {
 export interface SpeakerTurn extends TimeSpan {
   readonly speaker: string
 }
-
-export interface WindowOptions {
-  readonly windowMs: number
-  readonly hopMs: number
-  /** At most this many windows; hop and window grow past it. */
-  readonly maxWindows: number
-}
-
-export const WINDOW_DEFAULTS: WindowOptions = { windowMs: 1500, hopMs: 750, maxWindows: 2000 }
 
 export interface DiarizeOptions {
   /** Exact number of speakers to find (≥ 1); overrides `threshold`. */
@@ -75,32 +60,6 @@ export interface Diarization {
   /** Speaker of each input window, in input order. */
   readonly labels: Array<string>
   readonly speakerCount: number
-}
-
-/** Embedding windows covering `segments` (sorted or not; returned in time order). */
-export const diarizationWindows = (segments: ReadonlyArray<TimeSpan>, options: Partial<WindowOptions> = {}): Array<TimeSpan> => {
-  const o = { ...WINDOW_DEFAULTS, ...options }
-  if (!(o.windowMs > 0 && o.hopMs > 0 && o.maxWindows >= 1)) throw new RangeError("windowMs, hopMs and maxWindows must be positive")
-  const sorted = [...segments].filter((s) => s.endMs > s.startMs).sort((a, b) => a.startMs - b.startMs)
-  const count = (hop: number, win: number) =>
-    sorted.reduce((n, s) => n + (s.endMs - s.startMs <= win ? 1 : Math.ceil((s.endMs - s.startMs - win) / hop) + 1), 0)
-  let hop = o.hopMs
-  let win = o.windowMs
-  while (count(hop, win) > o.maxWindows) {
-    hop *= 1.25
-    win = Math.max(o.windowMs, hop * (o.windowMs / o.hopMs))
-  }
-  const out: Array<TimeSpan> = []
-  for (const s of sorted) {
-    if (s.endMs - s.startMs <= win) {
-      out.push({ startMs: s.startMs, endMs: s.endMs })
-      continue
-    }
-    let start = s.startMs
-    for (; start + win < s.endMs; start += hop) out.push({ startMs: start, endMs: start + win })
-    out.push({ startMs: s.endMs - win, endMs: s.endMs })
-  }
-  return out
 }
 
 /**

@@ -1,13 +1,14 @@
 import t, { type Test } from "tap"
+import { bicCluster } from "../../../engines/speaker/BicClustering.ts"
 import {
   assignWords,
   averageLinkage,
-  diarizationWindows,
   diarize,
   type EmbeddedWindow,
-  type SpeakerTurn
+  type SpeakerTurn,
+  unitTurns
 } from "../../../engines/speaker/Diarizer.ts"
-import { MfccEmbedding } from "../../../engines/speaker/MfccEmbedding.ts"
+import { speechUnits, UNIT_DIMENSION } from "../../../engines/speaker/SpeechUnits.ts"
 import { cosine, l2Normalise } from "../../../engines/speaker/SpeakerEmbedding.ts"
 import { energySegments, frameAccuracy, labelAccuracy } from "./scoring.ts"
 import { dialogue, disposeSpeakers, type VoiceName } from "./speakers.ts"
@@ -23,28 +24,6 @@ const random = (seed: number) => () => {
 /** A unit vector near `direction` (one-hot index) with some noise. */
 const near = (rand: () => number, direction: number, noise = 0.3, dimension = 8) =>
   l2Normalise(Float32Array.from({ length: dimension }, (_, d) => (d === direction ? 1 : 0) + noise * (rand() - 0.5)))
-
-t.test("windows inside segments", async (t) => {
-  t.same(diarizationWindows([{ startMs: 100, endMs: 900 }]), [{ startMs: 100, endMs: 900 }], "short segment: one window")
-  t.same(
-    diarizationWindows([{ startMs: 0, endMs: 2800 }]),
-    [
-      { startMs: 0, endMs: 1500 },
-      { startMs: 750, endMs: 2250 },
-      { startMs: 1300, endMs: 2800 }
-    ],
-    "last window aligned to the segment's end"
-  )
-  t.same(
-    diarizationWindows([{ startMs: 5000, endMs: 6000 }, { startMs: 0, endMs: 1500 }, { startMs: 7000, endMs: 7000 }]).map((w) => w.startMs),
-    [0, 5000],
-    "sorted; empty segments dropped"
-  )
-  const long = diarizationWindows([{ startMs: 0, endMs: 3_600_000 }], { maxWindows: 500 })
-  t.ok(long.length <= 500, `bounded: ${long.length} windows for an hour`)
-  t.ok(long.every((w, i) => i === 0 || w.startMs <= long[i - 1]!.endMs), "still no gaps")
-  t.equal(long[long.length - 1]!.endMs, 3_600_000)
-})
 
 t.test("average linkage by nearest-neighbour chain equals the naive algorithm", async (t) => {
   const rand = random(7)
@@ -158,26 +137,31 @@ const LINES = [
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`
 
-/** Synthesizes the dialogue, segments it by energy, embeds windows and diarizes both ways. */
+/**
+ * Synthesizes the dialogue, segments it by energy and diarizes it both ways on the service's
+ * classical path: pause-bounded units, BIC clustering (actors/Diarization.ts).
+ */
 const runDialogue = async (t: Test, voices: ReadonlyArray<VoiceName>, gapsMs: ReadonlyArray<number>) => {
   const { pcm, turns, words } = await dialogue(
     LINES.map((text, i) => ({ voice: voices[i % voices.length]!, text })),
     gapsMs
   )
-  const windows = diarizationWindows(energySegments(pcm))
   const started = performance.now()
-  const embeddings = MfccEmbedding.embedWindows(pcm, windows)
-  const embedded = performance.now()
-  const input = windows.map((w, i) => ({ ...w, embedding: embeddings[i]! }))
-  const free = diarize(input)
+  const { units, stats } = speechUnits(pcm, energySegments(pcm))
+  const analysed = performance.now()
+  const diarized = (labels: Int32Array) => {
+    const { turns } = unitTurns(units, labels)
+    return { turns, speakerCount: new Set(turns.map((x) => x.speaker)).size }
+  }
+  const free = diarized(bicCluster(stats.slice(), units.length, UNIT_DIMENSION))
   const clustered = performance.now()
-  const fixed = diarize(input, { numSpeakers: voices.length })
+  const fixed = diarized(bicCluster(stats.slice(), units.length, UNIT_DIMENSION, { numSpeakers: voices.length }))
   const seconds = pcm.length / 16000
   const one = (xs: ReadonlyArray<SpeakerTurn>) => xs.map((x) => ({ ...x, speaker: "any" }))
   const covered = frameAccuracy(one(turns), one(free.turns))
   t.comment(
-    `${voices.join(" / ")}: ${seconds.toFixed(1)} s, ${turns.length} turns, ${windows.length} windows; ` +
-      `embedding ${((embedded - started) / seconds).toFixed(1)} ms per s of audio, clustering ${(clustered - embedded).toFixed(1)} ms; ` +
+    `${voices.join(" / ")}: ${seconds.toFixed(1)} s, ${turns.length} turns, ${units.length} units; ` +
+      `units ${((analysed - started) / seconds).toFixed(1)} ms per s of audio, clustering ${(clustered - analysed).toFixed(1)} ms; ` +
       `turns cover ${pct(covered)} of the true turns (the rest is the engines' own leading and trailing silence)`
   )
   const score = (d: { turns: Array<SpeakerTurn>; speakerCount: number }) => ({
