@@ -27,7 +27,7 @@ const SAMPLE_RATE = 16000
 /** `speaker_3` (the ElevenLabs speaker_id) → `SPEAKER_03` (the raw label of SPEC 2.7). */
 export const rawLabel = (speakerId: string): string => `SPEAKER_${speakerId.replace(/^speaker_/, "").padStart(2, "0")}`
 
-/** Per speaker: the normalised mean of its windows' non-silent embeddings, and its turns' length. */
+/** Per speaker: the normalised mean of its units' non-silent embeddings, and its turns' length. */
 const voiceprintsOf = (
   labels: ReadonlyArray<string>,
   embeddings: ReadonlyArray<Float32Array>,

@@ -40,8 +40,8 @@ export interface SpeakerModelProfile {
  * The classical embedding. Match threshold measured on real speech from pocketsphinx-testdata,
  * 3-7 s per print: the same speaker in different utterances scored 0.868 (LibriVox reader, two
  * halves) and 0.941 (cards speaker); different speakers 0.61-0.85. The margin is thin: a wrong
- * name is likelier than with a neural embedding. The diarization threshold is the Diarizer's,
- * measured on synthetic voices; on real recordings it finds one speaker (bench/diarization).
+ * name is likelier than with a neural embedding. The diarization threshold is unused: with the
+ * classical embedding the labeller clusters by BIC (BicClustering.ts), not by this distance.
  */
 export const CLASSICAL_SPEAKER_MODEL: SpeakerModelProfile = {
   name: MfccEmbedding.name,
