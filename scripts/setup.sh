@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 # start-up log instead of stopping the service, so a machine without apt still starts.
 # Tests need a few more (scripts/test.sh sets SPEECH_TEST_APT_PACKAGES): pocketsphinx-testdata
 # (real human English speech) and nginx-light (the HTTP/1.0 proxy test runs a private nginx).
-apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us} ${SPEECH_TEST_APT_PACKAGES:-})
+# Apertium (chunk translation): the engine and the pairs Debian has for English, Spanish,
+# Catalan and Portuguese; the service lists the pairs it finds (GET /api/v1/translate/languages).
+apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt} ${SPEECH_TEST_APT_PACKAGES:-})
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
