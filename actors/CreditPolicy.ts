@@ -14,6 +14,14 @@
  * - Voice clones: creating, editing or deleting one is free (ElevenLabs does not charge an
  *   instant clone either), so actors/VoiceCloning.ts takes no credits; speaking with a clone
  *   costs what a preset costs.
+ * - Summaries: one credit per started 100 characters of the transcript summarised, at least one,
+ *   whichever engine writes it; charged when the summary is stored (a failed engine costs nothing).
+ *   Summaries of anonymous jobs are free (there is no account to charge; the job itself was
+ *   limited by the anonymous audio quota).
+ * - Chunk translation: one credit per started 100 characters of `new_source`, at least one;
+ *   reserved before the engine runs and settled when the translation is complete; a failed
+ *   engine or a client that leaves before the end is not charged. `source == target` is free
+ *   (no engine runs). Anonymous calls are free and held by the per-address rate limit.
  *
  * `1 credit = 1 character` is also what GET /v1/user reports as `character_limit`.
  */
@@ -28,7 +36,9 @@ export const CreditPurpose = {
   ttsWebSocket: "tts_ws",
   stt: "stt",
   /** A queued recognition job (the reference is the job id). */
-  sttJob: "stt_job"
+  sttJob: "stt_job",
+  summary: "summary",
+  translate: "translate"
 } as const
 
 /** Credits of synthesizing `text`: its characters (code points). */
@@ -46,3 +56,9 @@ export const sttBelowMinimum = (balance: number) =>
     reason: "InsufficientCredits",
     message: `speech-to-text costs at least ${STT_MIN_CHARGE_CREDITS} credit (one per started second of audio) and the account has ${balance}`
   })
+
+/** Characters per credit of summaries and translation. */
+export const TEXT_CREDIT_CHARACTERS = 100
+
+/** Credits of summarising or translating `text`: started hundreds of characters, at least one. */
+export const textCredits = (text: string): number => Math.max(1, Math.ceil(countCharacters(text) / TEXT_CREDIT_CHARACTERS))

@@ -20,6 +20,10 @@ import type { AccountsError } from "../storage/AccountsError.ts"
 import type { VoiceClonesError } from "../storage/VoiceClones.ts"
 import type { RecognitionJobError } from "../actors/RecognitionJobError.ts"
 import type { BlobStoreError } from "../storage/BlobStore.ts"
+import type { ChunkRequestError } from "../actors/ChunkTranslation.ts"
+import type { SummaryRequestError } from "../actors/Summarization.ts"
+import type { SummarizerError } from "../engines/summary/Summarizer.ts"
+import type { TranslatorError } from "../engines/translate/Translator.ts"
 
 export class ApiError extends Data.TaggedError("ApiError")<{
   readonly status: number
@@ -71,6 +75,10 @@ export type ErrorKey =
   | `OutputFormatError.${OutputFormatErrorReason}`
   | `RecognitionJobError.${RecognitionJobError["reason"]}`
   | `BlobStoreError.${BlobStoreError["reason"]}`
+  | `ChunkRequestError.${ChunkRequestError["reason"]}`
+  | `TranslatorError.${TranslatorError["reason"]}`
+  | `SummarizerError.${SummarizerError["reason"]}`
+  | `SummaryRequestError.${SummaryRequestError["reason"]}`
 
 /**
  * `<_tag>.<reason>` of each domain error → its HTTP answer. The compiler checks the rows against
@@ -131,7 +139,19 @@ const table = {
   "RecognitionJobError.UploadTooLarge": { status: 413, code: "payload_too_large", exposeMessage: true },
   // Blob messages name files and keys: the client gets a plain sentence.
   "BlobStoreError.NotFound": { status: 409, code: "upload_missing", exposeMessage: false, publicMessage: "the uploaded file is missing" },
-  "BlobStoreError.IoFailed": { status: 503, code: "storage_unavailable", exposeMessage: false }
+  "BlobStoreError.IoFailed": { status: 503, code: "storage_unavailable", exposeMessage: false },
+  "ChunkRequestError.UnknownLanguage": { status: 400, code: "unsupported_language", exposeMessage: true },
+  "ChunkRequestError.UnsupportedPair": { status: 400, code: "unsupported_language_pair", exposeMessage: true },
+  "ChunkRequestError.TooLong": { status: 400, code: "text_too_long", exposeMessage: true },
+  "TranslatorError.UnsupportedPair": { status: 400, code: "unsupported_language_pair", exposeMessage: true },
+  "TranslatorError.EngineUnavailable": { status: 502, code: "engine_unavailable", exposeMessage: true },
+  "TranslatorError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
+  "TranslatorError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
+  "SummarizerError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
+  "SummarizerError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
+  "SummarizerError.EmptyTranscript": { status: 409, code: "empty_transcript", exposeMessage: true },
+  "SummaryRequestError.UnknownTemplate": { status: 400, code: "unknown_template", exposeMessage: true },
+  "SummaryRequestError.JobNotSucceeded": { status: 409, code: "job_not_succeeded", exposeMessage: true }
 } satisfies Record<ErrorKey, Mapping>
 
 const rows: Readonly<Record<string, Mapping | undefined>> = table

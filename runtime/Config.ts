@@ -92,7 +92,16 @@ export const settings = {
   webhookMaxAttempts: setting("WEBHOOK_MAX_ATTEMPTS", "Delivery attempts of one webhook event before it is marked dead", "8", intIn("WEBHOOK_MAX_ATTEMPTS", 8, 1, 100)),
   webhookBackoffS: setting("WEBHOOK_BACKOFF_S", "Wait before the second delivery attempt; each later wait is four times longer (with jitter), so 8 attempts span about a day at 20 s", "20", intIn("WEBHOOK_BACKOFF_S", 20, 1, 86_400)),
   webhookTimeoutS: setting("WEBHOOK_TIMEOUT_S", "A webhook receiver that has not answered within this long counts as a failed attempt, s", "10", intIn("WEBHOOK_TIMEOUT_S", 10, 1, 600)),
-  webhookSweepS: setting("WEBHOOK_SWEEP_S", "How often every instance looks for webhook deliveries that are due (a crash between commit and send is picked up here), s", "15", intIn("WEBHOOK_SWEEP_S", 15, 1, 3600))
+  webhookSweepS: setting("WEBHOOK_SWEEP_S", "How often every instance looks for webhook deliveries that are due (a crash between commit and send is picked up here), s", "15", intIn("WEBHOOK_SWEEP_S", 15, 1, 3600)),
+  summaryEngine: setting("SUMMARY_ENGINE", "Who writes summaries: extractive (built in: picks the transcript's own sentences) or llm (the OpenAI-compatible endpoint LLM_BASE_URL)", "extractive", Config.Literals(["extractive", "llm"] as const, "SUMMARY_ENGINE").pipe(Config.withDefault("extractive" as const))),
+  translateEngine: setting("TRANSLATE_ENGINE", "Who translates chunks: apertium (Debian's Apertium pairs installed on the machine) or llm (the OpenAI-compatible endpoint LLM_BASE_URL, any pair of its language list)", "apertium", Config.Literals(["apertium", "llm"] as const, "TRANSLATE_ENGINE").pipe(Config.withDefault("apertium" as const))),
+  apertiumModesDir: setting("APERTIUM_MODES_DIR", "Where Apertium's installed pairs are found (*.mode files)", "/usr/share/apertium/modes", Config.String("APERTIUM_MODES_DIR").pipe(Config.withDefault("/usr/share/apertium/modes"))),
+  llmBaseUrl: setting("LLM_BASE_URL", "Base URL of an OpenAI-compatible chat-completions API (the part before /chat/completions, e.g. http://127.0.0.1:11434/v1); an operator's address, so private ones are allowed", "(unset)", Config.option(Config.URL("LLM_BASE_URL"))),
+  llmModel: setting("LLM_MODEL", "Model name sent to LLM_BASE_URL", "(unset)", Config.option(Config.String("LLM_MODEL"))),
+  llmApiKey: setting("LLM_API_KEY", "Bearer key for LLM_BASE_URL (unset: no Authorization header)", "(unset)", Config.option(Config.Redacted("LLM_API_KEY"))),
+  llmTimeoutS: setting("LLM_TIMEOUT_S", "Longest a chat-completions call may take in all (each silence between streamed chunks is limited to a third of it), s", "120", intIn("LLM_TIMEOUT_S", 120, 1, 3600)),
+  translateRatePerS: setting("TRANSLATE_RATE_PER_S", "Translation chunks one credential (anonymous: one client address) may send per second on average, per instance; more gets 429 rate_limited", "5", intIn("TRANSLATE_RATE_PER_S", 5, 1, 100_000)),
+  translateBurst: setting("TRANSLATE_BURST", "Translation chunks one credential may send at once after a quiet spell (the token bucket's size)", "20", intIn("TRANSLATE_BURST", 20, 1, 1_000_000))
 } as const
 
 type Settings = typeof settings
@@ -125,6 +134,10 @@ export const loadConfig = (provider: ConfigProvider.ConfigProvider) =>
     }
     if (values.blobStore === "s3" && Option.isNone(values.s3Bucket as Option.Option<string>)) {
       problems.push("S3_BUCKET: must be set when BLOB_STORE=s3")
+    }
+    const wantsLlm = values.summaryEngine === "llm" || values.translateEngine === "llm"
+    if (wantsLlm && (Option.isNone(values.llmBaseUrl as Option.Option<URL>) || Option.isNone(values.llmModel as Option.Option<string>))) {
+      problems.push("LLM_BASE_URL and LLM_MODEL: must be set when SUMMARY_ENGINE=llm or TRANSLATE_ENGINE=llm")
     }
     if (problems.length > 0) {
       return yield* Effect.fail(new InvalidConfigError({ problems }))

@@ -63,6 +63,13 @@ import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
 import { PoolTts } from "../engines/tts/Tts.ts"
+import type { Summarizer } from "../engines/summary/Summarizer.ts"
+import type { Translator } from "../engines/translate/Translator.ts"
+import { RateLimiter } from "../protocol/RateLimiter.ts"
+import { summaryRoutes } from "../protocol/routes/summaries.ts"
+import { translateRoutes } from "../protocol/routes/translate.ts"
+import { Summaries, summariesLayer } from "../storage/Summaries.ts"
+import { languageEngineLayers } from "./LanguageEngines.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
@@ -151,7 +158,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   )
   const tmpDir = path.join(config.dataDir, "tmp")
   const ca = Option.match(config.urlFetchCaFile, { onNone: () => undefined, onSome: (f) => readFileSync(f, "utf8") })
-  const jobStore = Layer.mergeAll(recognitionJobsLayer, webhooksLayer, savedSpeakersLayer).pipe(Layer.provide(accounts))
+  const jobStore = Layer.mergeAll(recognitionJobsLayer, webhooksLayer, savedSpeakersLayer, summariesLayer).pipe(Layer.provide(accounts))
   const guard = makeOutboundGuard({ allowPrivate: config.urlFetchAllowPrivate })
   const dispatcher = webhookDispatcherLayer({
     maxAttempts: config.webhookMaxAttempts,
@@ -196,6 +203,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     jobRunner,
     dispatcher,
     sweeper,
+    languageEngineLayers(config),
     Layer.succeed(SiteAddress, siteAddress),
     Layer.succeed(AppConfig, config)
   )
@@ -218,7 +226,7 @@ export const startServer = Effect.gen(function*() {
   const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
   const siteAddress = yield* SiteAddress
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers>> = [
+  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | Summaries | Summarizer | Translator>> = [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...voiceCatalogueRoutes({ apiBase: config.apiBase, siteUrl: () => siteUrl }),
     ...ttsRoutes({
@@ -241,6 +249,12 @@ export const startServer = Effect.gen(function*() {
       deliveryDue: (yield* WebhookDispatcher).kick
     }),
     ...speakerRoutes({ apiBase: config.apiBase, maxJsonBodyBytes: config.maxJsonBodyBytes }),
+    ...summaryRoutes({ apiBase: config.apiBase, maxJsonBodyBytes: config.maxJsonBodyBytes }),
+    ...translateRoutes({
+      apiBase: config.apiBase,
+      maxJsonBodyBytes: config.maxJsonBodyBytes,
+      limiter: new RateLimiter({ perSecond: config.translateRatePerS, burst: config.translateBurst })
+    }),
     ...webhookRoutes({ apiBase: config.apiBase, maxJsonBodyBytes: config.maxJsonBodyBytes, guard: makeOutboundGuard({ allowPrivate: config.urlFetchAllowPrivate }) }),
     ...(config.blobStore === "local"
       ? uploadRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp"), secret: yield* sharedSecret("upload_signing").pipe(Effect.provideService(SqlClient, sql)) })

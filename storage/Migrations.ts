@@ -12,13 +12,15 @@ import voiceClones from "./migrations/0002_voice_clones.ts"
 import creditLedger from "./migrations/0003_credit_ledger.ts"
 import recognitionJobs from "./migrations/0004_recognition_jobs.ts"
 import savedSpeakers from "./migrations/0005_saved_speakers.ts"
+import summaries from "./migrations/0006_summaries.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
   "0002_voice_clones": voiceClones,
   "0003_credit_ledger": creditLedger,
   "0004_recognition_jobs": recognitionJobs,
-  "0005_saved_speakers": savedSpeakers
+  "0005_saved_speakers": savedSpeakers,
+  "0006_summaries": summaries
 }
 
 export const migrationsTable = "speech_migrations"

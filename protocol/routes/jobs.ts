@@ -65,7 +65,7 @@ const acceptableType = (type: string): boolean => {
 }
 
 /** The caller's job, or 404 (unknown, or a user's job asked for by someone else). */
-const visibleJob = (jobs: RecognitionJobs["Service"], id: string, principal: Principal | null) =>
+export const visibleJob = (jobs: RecognitionJobs["Service"], id: string, principal: Principal | null) =>
   Effect.gen(function*() {
     const job = yield* jobs.get(id)
     if (job === undefined || (job.user_id !== null && job.user_id !== principal?.userId)) {
