@@ -36,11 +36,16 @@ export class ChunkRequestError extends Data.TaggedError("ChunkRequestError")<{
   readonly message: string
 }> {}
 
-const pairName = (p: TranslationPair) => `${p.source}-${p.target}`
-
-/** The pairs as a caller may read them in an error message. */
-export const describePairs = (pairs: ReadonlyArray<TranslationPair>): string =>
-  pairs.length === 0 ? "none are installed" : pairs.map(pairName).join(", ")
+/**
+ * The pairs as a caller may read them in an error message: `eng-spa, spa-eng, …`, or
+ * `any two of eng, spa, …` when every pair of a language set is there (a chat model).
+ */
+export const describePairs = (pairs: ReadonlyArray<TranslationPair>): string => {
+  if (pairs.length === 0) return "none are installed"
+  const languages = [...new Set(pairs.flatMap((p) => [p.source, p.target]))].sort()
+  if (languages.length > 2 && pairs.length === languages.length * (languages.length - 1)) return `any two of ${languages.join(", ")}`
+  return pairs.map((p) => `${p.source}-${p.target}`).join(", ")
+}
 
 /** A checked request: what will run, known before any answer is sent (so 400s stay 400s on SSE). */
 export interface PreparedChunk {

@@ -141,8 +141,14 @@ const readAll = async (res: http.IncomingMessage): Promise<string> => {
   return Buffer.concat(parts).toString("utf8")
 }
 
+/** Arms the idle limit while we wait on the network; `rest` disarms it during a retry's backoff. */
+interface IdleWatch {
+  readonly busy: () => void
+  readonly rest: () => void
+}
+
 /** Content deltas of one call, with retries before the first delta. */
-async function* deltas(endpoint: ChatEndpoint, messages: ReadonlyArray<ChatMessage>, options: ChatOptions, signal: AbortSignal): AsyncGenerator<string> {
+async function* deltas(endpoint: ChatEndpoint, messages: ReadonlyArray<ChatMessage>, options: ChatOptions, signal: AbortSignal, idle: IdleWatch): AsyncGenerator<string> {
   const url = new URL("chat/completions", endpoint.baseUrl.href.endsWith("/") ? endpoint.baseUrl : new URL(`${endpoint.baseUrl.href}/`))
   const body = JSON.stringify({
     model: endpoint.model,
@@ -154,6 +160,7 @@ async function* deltas(endpoint: ChatEndpoint, messages: ReadonlyArray<ChatMessa
   for (let attempt = 0;; attempt++) {
     let delivered = false
     try {
+      idle.busy()
       const res = await post(endpoint, url, body, signal)
       const status = res.statusCode ?? 0
       if (status !== 200) {
@@ -178,6 +185,7 @@ async function* deltas(endpoint: ChatEndpoint, messages: ReadonlyArray<ChatMessa
       let finished = false
       res.setEncoding("utf8")
       for await (const chunk of res as AsyncIterable<string>) {
+        idle.busy()
         buffered += chunk
         if (buffered.length > MAX_ANSWER_BYTES) throw new Attempt(new ChatError({ reason: "Failed", message: "an event of the model's stream is too large" }), false)
         for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
@@ -208,6 +216,7 @@ async function* deltas(endpoint: ChatEndpoint, messages: ReadonlyArray<ChatMessa
         ? e
         : new Attempt(new ChatError({ reason: "Failed", message: `the model's stream broke: ${(e as Error).message}` }), true)
       if (delivered || !failure.retryable || attempt >= endpoint.maxRetries) throw failure.failure
+      idle.rest()
       await sleep(Math.min(MAX_RETRY_WAIT_MS, failure.waitMs ?? 500 * 2 ** attempt), signal)
     }
   }
@@ -219,19 +228,15 @@ export const chatStream = (endpoint: ChatEndpoint, messages: ReadonlyArray<ChatM
     const controller = new AbortController()
     const total = setTimeout(() => controller.abort(new ChatError({ reason: "TimedOut", message: `the model took longer than ${endpoint.timeoutMs} ms` })), endpoint.timeoutMs)
     let idle: NodeJS.Timeout | undefined
-    const touch = () => {
-      clearTimeout(idle)
-      idle = setTimeout(() => controller.abort(new ChatError({ reason: "TimedOut", message: `the model sent nothing for ${endpoint.idleMs} ms` })), endpoint.idleMs)
+    const watch: IdleWatch = {
+      busy: () => {
+        clearTimeout(idle)
+        idle = setTimeout(() => controller.abort(new ChatError({ reason: "TimedOut", message: `the model sent nothing for ${endpoint.idleMs} ms` })), endpoint.idleMs)
+      },
+      rest: () => clearTimeout(idle)
     }
-    touch()
-    const source = deltas(endpoint, messages, options, controller.signal)
-    const watched: AsyncIterable<string> = {
-      [Symbol.asyncIterator]: () => ({
-        next: () => source.next().then((r) => (touch(), r)),
-        return: (v) => source.return(v)
-      })
-    }
-    return Stream.fromAsyncIterable(watched, (e) =>
+    const source = deltas(endpoint, messages, options, controller.signal, watch)
+    return Stream.fromAsyncIterable(source, (e) =>
       e instanceof ChatError ? e : new ChatError({ reason: "Failed", message: `the model call failed: ${String((e as Error)?.message ?? e)}` })
     ).pipe(
       Stream.ensuring(Effect.sync(() => {

@@ -6,7 +6,8 @@
  *   stemming), scored by TextRank (PageRank over the cosine-similarity graph, damping 0.85) and
  *   discounted for units of fewer than 6 content words. Over `GRAPH_LIMIT` units (about an hour
  *   of talk) the quadratic graph gives way to similarity with the centroid, linear in length.
- * - Redundancy: maximal marginal relevance (λ = 0.7) against what the summary already holds.
+ * - Redundancy: maximal marginal relevance (λ = 0.7) against what the summary already holds;
+ *   a unit with cosine ≥ 0.8 to a chosen one (a repeat) is never picked.
  * - Decisions and action items: English cue phrases ("we decided", "let's go with", "i will",
  *   "we need to", "by friday"), ranked by cue strength then salience. An action's owner is the
  *   speaker for first-person commitments, the other party for "you …" in a two-person call,
@@ -23,6 +24,8 @@ import type { SummaryItem, SummarySection, SummarySource, TemplateSection } from
 const GRAPH_LIMIT = 800
 const DAMPING = 0.85
 const MMR_LAMBDA = 0.7
+/** Cosine similarity above which a unit says again what a chosen one said: never picked. */
+const NEAR_DUPLICATE = 0.8
 
 // Function words of spoken English; they carry no topic.
 const STOP = new Set(
@@ -137,9 +140,11 @@ export const mmr = (scored: Scored, candidates: ReadonlyArray<number>, chosen: R
     let bestValue = -Infinity
     for (const i of pool) {
       const redundancy = against.reduce((m, j) => Math.max(m, dot(scored.vectors[i]!, scored.vectors[j]!)), 0)
+      if (redundancy >= NEAR_DUPLICATE) continue
       const value = MMR_LAMBDA * scored.score[i]! - (1 - MMR_LAMBDA) * redundancy
       if (value > bestValue) (bestValue = value), (best = i)
     }
+    if (best < 0) break // only near-duplicates left
     pool.delete(best)
     picked.push(best)
     against.push(best)

@@ -24,6 +24,18 @@ export interface ApertiumOptions {
   readonly maxQueue?: number
 }
 
+/**
+ * Apertium's transfer rules capitalise the first word of some inputs ("we need to" → "Necesitamos")
+ * even when the source starts in lower case, as live-caption chunks that continue a sentence do;
+ * the translation then starts in the case the source started in.
+ */
+export const followCase = (source: string, translated: string): string => {
+  const first = /\p{L}/u.exec(source)?.[0]
+  const at = translated.search(/\p{L}/u)
+  if (first === undefined || at < 0 || first !== first.toLowerCase()) return translated
+  return translated.slice(0, at) + translated[at]!.toLowerCase() + translated.slice(at + 1)
+}
+
 const toTranslatorError = (mode: ApertiumMode) => (e: unknown): TranslatorError => {
   if (!(e instanceof ApertiumProcessError)) return new TranslatorError({ reason: "EngineFailed", message: `Apertium ${mode.name}: ${String(e)}` })
   const reason = e.reason === "Unavailable" ? "EngineUnavailable" : e.reason === "TimedOut" ? "TimedOut" : "EngineFailed"
@@ -55,8 +67,8 @@ export const makeApertiumTranslator = Effect.fn("ApertiumTranslator.make")(funct
         return Stream.fail(new TranslatorError({ reason: "UnsupportedPair", message: `Apertium has no ${request.source}-${request.target} pair here` }))
       }
       const process = processOf(mode)
-      // ICU sentences (line breaks end one too), short ones merged with a neighbour.
-      const sentences = segmentSentences(request.text, { locale: iso1Of(request.source) ?? "und", maxChars: 1000 })
+      // ICU sentences (line breaks end one too); under 8 characters ("Dr.") merged with a neighbour.
+      const sentences = segmentSentences(request.text, { locale: iso1Of(request.source) ?? "und", minChars: 8, maxChars: 1000 })
       // Each piece is a sentence's translation and the source's gap before the next: line breaks
       // stay line breaks, any other gap becomes one space.
       return Stream.fromIterable(sentences).pipe(
@@ -64,7 +76,8 @@ export const makeApertiumTranslator = Effect.fn("ApertiumTranslator.make")(funct
           const next = sentences[i + 1]
           const gap = next === undefined ? "" : request.text.slice(sentence.charEnd, next.charStart).replace(/[^\n]/gu, "") || " "
           return Effect.tryPromise({ try: (signal) => process.translate(sentence.text, signal), catch: toTranslatorError(mode) }).pipe(
-            Effect.map((translated) => translated.trim() + gap)
+            // A word the rules drop ("will" in "I will send") leaves two spaces behind.
+            Effect.map((translated) => followCase(sentence.text, translated.trim().replace(/[^\S\n]{2,}/gu, " ")) + gap)
           )
         }),
         Stream.withSpan("ApertiumTranslator.translate", { attributes: { mode: mode.name, characters: request.text.length } })

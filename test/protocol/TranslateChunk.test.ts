@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import t, { type Test } from "tap"
 import { startTestService } from "../support/service.ts"
+import { sseEvents } from "../support/sse.ts"
 
 const service = await startTestService(t, { TRANSLATE_RATE_PER_S: "1000", TRANSLATE_BURST: "1000" })
 const user = await service.newUser(1000)
@@ -26,16 +27,6 @@ const post = (body: unknown, opts: { apiKey?: string; sse?: boolean; accept?: st
       ...(opts.accept !== undefined ? { accept: opts.accept } : {})
     },
     body: typeof body === "string" ? body : JSON.stringify(body)
-  })
-
-/** Parses a whole SSE body into its events, checking the framing on the way. */
-export const sseEvents = (text: string): Array<{ event: string; data: Json }> =>
-  text.split("\n\n").filter((b) => b !== "").map((block) => {
-    const lines = block.split("\n")
-    const event = lines.find((l) => l.startsWith("event: "))?.slice(7)
-    const data = lines.find((l) => l.startsWith("data: "))?.slice(6)
-    if (event === undefined || data === undefined) throw new Error(`not an SSE event: ${JSON.stringify(block)}`)
-    return { event, data: JSON.parse(data) as Json }
   })
 
 const expectError = async (t: Test, res: Response, status: number, code: string) => {
@@ -159,7 +150,8 @@ t.test("property: chunk by chunk, the caller ends with the chunks' own translati
           : ((await res.json()) as Json).appended as string
         shown += appended
         const own = (await alone(chunk)).trim()
-        expected += expected === "" || /^[.,;:!?]/.test(own) ? own : ` ${own}`
+        // A chunk whose words Apertium drops ("will") translates to nothing and adds nothing.
+        if (own !== "") expected += expected === "" || /^[.,;:!?]/.test(own) ? own : ` ${own}`
       }
       t.equal(shown, expected, `${chunks.length} chunks over ${sse ? "SSE" : "JSON"}`)
       return shown === expected

@@ -92,7 +92,8 @@ export const startFakeOpenAi = async (): Promise<FakeOpenAi> => {
       if (reply.stallAfter === i) return
       if (reply.delayMs !== undefined) await new Promise((r) => setTimeout(r, reply.delayMs))
       if (res.destroyed) return
-      res.write(chunk(pieces[i]!, null))
+      // Flushed before the next step: destroy() would drop what is still queued.
+      await new Promise((r) => res.write(chunk(pieces[i]!, null), r))
     }
     if (reply.breakAfter === pieces.length) return void res.destroy()
     if (reply.stallAfter === pieces.length) return

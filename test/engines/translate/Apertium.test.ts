@@ -1,0 +1,140 @@
+/**
+ * The Apertium translator for real (Debian's apertium and pairs, installed by scripts/setup.sh):
+ * the installed modes, the null-flush request format with every reserved character, one
+ * long-lived pipeline serving many requests, and its failures: an aborted request, a pipeline
+ * that dies, one that hangs past the timeout, a full queue, missing programs.
+ */
+import { Effect, Exit, Fiber, Stream } from "effect"
+import fc from "fast-check"
+import t from "tap"
+import { listApertiumModes, nullFlushPipeline } from "../../../engines/translate/ApertiumModes.ts"
+import { ApertiumProcess, type ApertiumProcessError, decodeAnswer, encodeRequest } from "../../../engines/translate/ApertiumProcess.ts"
+import { followCase, makeApertiumTranslator } from "../../../engines/translate/ApertiumTranslator.ts"
+import { normalizeLanguage } from "../../../engines/translate/LanguageCodes.ts"
+
+const MODES = "/usr/share/apertium/modes"
+const modes = listApertiumModes(MODES)
+const engSpa = modes.find((m) => m.name === "eng-spa")!
+
+const apertium = (pipeline: () => Promise<string>, options: { timeoutMs?: number; maxQueue?: number } = {}) =>
+  new ApertiumProcess({ pipeline, timeoutMs: options.timeoutMs ?? 10_000, maxQueue: options.maxQueue ?? 16 })
+
+t.test("language codes: ISO 639-1, 639-3, 639-2/B and regional tags", async (t) => {
+  t.equal(normalizeLanguage("en"), "eng")
+  t.equal(normalizeLanguage("EN-us"), "eng")
+  t.equal(normalizeLanguage("spa"), "spa")
+  t.equal(normalizeLanguage("pt_BR"), "por")
+  t.equal(normalizeLanguage("ger"), "deu")
+  t.equal(normalizeLanguage("xx"), undefined)
+  t.equal(normalizeLanguage("english"), undefined)
+  t.equal(normalizeLanguage(""), undefined)
+})
+
+t.test("the installed modes: three-letter names, legacy two-letter ones mapped, variants skipped", async (t) => {
+  const names = modes.map((m) => `${m.source}-${m.target}`)
+  for (const pair of ["eng-spa", "spa-eng", "eng-cat", "cat-eng", "spa-cat", "cat-spa", "spa-por", "por-spa"]) t.ok(names.includes(pair), pair)
+  t.equal(modes.find((m) => m.source === "spa" && m.target === "por")?.name, "es-pt", "the legacy es-pt mode serves spa-por")
+  t.notOk(modes.some((m) => m.path.includes("_")), "no orthographic variants")
+  t.same(listApertiumModes("/nonexistent"), [], "no directory, no pairs")
+})
+
+t.test("request format: reserved characters survive the round trip through a real pipeline", async (t) => {
+  t.equal(encodeRequest("a\0b\u0007c"), "abc[]\0", "controls are removed, \\0 above all")
+  t.equal(encodeRequest("x\r\n\ny"), "x[\n\n]y[]\0", "line breaks become one superblank")
+  t.equal(decodeAnswer(" Hola[\n]\\[x\\] \\\\ 5\\$[[t:b:123]]y[]"), " Hola\n[x] \\ 5$y")
+  const p = apertium(() => nullFlushPipeline(engSpa))
+  t.teardown(() => p.close())
+  const out = await p.translate("The [cat] costs $5 <b> {x} ^y/z @home \\ #1 a*b")
+  for (const kept of ["[", "]", "$5", "<", ">", "{", "}", "^", "/", "@", "\\", "#1", "*"]) t.ok(out.includes(kept), `${JSON.stringify(kept)} in ${JSON.stringify(out)}`)
+  t.match(await p.translate("hello\n\nworld"), /^hola\n\n\S+$/u, "line breaks come back where they were")
+  t.equal(await p.translate(""), "", "an empty request answers empty")
+})
+
+t.test("one pipeline, many requests in order; a queued request that is aborted is dropped", async (t) => {
+  const p = apertium(() => nullFlushPipeline(engSpa))
+  t.teardown(() => p.close())
+  const words = ["house", "dog", "cat", "book", "friend"]
+  const answers = await Promise.all(words.map((w) => p.translate(`the ${w}`)))
+  t.same(answers.map((a) => a.trim().toLowerCase()), ["la casa", "el perro", "el gato", "el libro", "el amigo"], "answers in request order")
+  const pid = p.pid
+  t.ok(pid !== undefined && p.running)
+  const controller = new AbortController()
+  const first = p.translate("the cat", controller.signal)
+  const second = p.translate("the dog", controller.signal)
+  const third = p.translate("the house")
+  controller.abort()
+  const results = await Promise.allSettled([first, second, third])
+  t.equal(results[1]!.status, "rejected")
+  t.equal((results[1] as PromiseRejectedResult).reason.reason, "Aborted")
+  t.same((results[2] as PromiseFulfilledResult<string>).value.trim().toLowerCase(), "la casa", "the one after it still runs")
+  t.equal(p.pid, pid, "the same pipeline throughout")
+})
+
+t.test("a pipeline that dies fails its request and the next one starts a new pipeline", async (t) => {
+  const p = apertium(() => nullFlushPipeline(engSpa))
+  t.teardown(() => p.close())
+  t.equal((await p.translate("the cat")).trim().toLowerCase(), "el gato")
+  const pid = p.pid!
+  process.kill(-pid, "SIGKILL")
+  await new Promise((r) => setTimeout(r, 100))
+  t.notOk(p.running, "the death was noticed")
+  t.equal((await p.translate("the dog")).trim().toLowerCase(), "el perro")
+  t.not(p.pid, pid)
+})
+
+t.test("timeouts, a full queue, and missing programs are errors with a reason", async (t) => {
+  // A pipeline that reads and never answers.
+  const hung = apertium(() => Promise.resolve("cat > /dev/null"), { timeoutMs: 300, maxQueue: 2 })
+  t.teardown(() => hung.close())
+  const slow = hung.translate("one")
+  const queued = hung.translate("two")
+  const refused = await hung.translate("three").catch((e: ApertiumProcessError) => e.reason)
+  t.equal(refused, "Busy", "a queue of two refuses the third")
+  t.equal(await slow.catch((e: ApertiumProcessError) => e.reason), "TimedOut")
+  t.equal(await queued.catch((e: ApertiumProcessError) => e.reason), "TimedOut", "the next one gets a fresh pipeline, which hangs too")
+
+  const missing = apertium(() => Promise.resolve("no-such-apertium-program"))
+  t.teardown(() => missing.close())
+  t.equal(await missing.translate("x").catch((e: ApertiumProcessError) => e.reason), "Unavailable")
+  const noMode = apertium(() => nullFlushPipeline({ ...engSpa, path: "/nonexistent/eng-spa.mode" }))
+  t.teardown(() => noMode.close())
+  t.equal(await noMode.translate("x").catch((e: ApertiumProcessError) => e.reason), "Failed")
+})
+
+t.test("property: any text gets an answer and the pipeline stays in step", async (t) => {
+  const p = apertium(() => nullFlushPipeline(engSpa))
+  t.teardown(() => p.close())
+  await fc.assert(
+    fc.asyncProperty(fc.string({ unit: "binary", maxLength: 60 }), async (text) => {
+      const out = await p.translate(text)
+      if (typeof out !== "string") return false
+      // Still in step: a known sentence right after gets its own answer, not a stale one.
+      return (await p.translate("the dog")).trim().toLowerCase() === "el perro"
+    }),
+    { numRuns: 60 }
+  )
+  t.pass("no desynchronisation")
+})
+
+t.test("the Translator: pairs, sentence-by-sentence pieces, the source's case, interruption", async (t) => {
+  await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+    const translator = yield* makeApertiumTranslator({ modesDir: MODES })
+    const pairs = yield* translator.pairs
+    t.ok(pairs.some((p) => p.source === "eng" && p.target === "spa" && p.engine === "apertium" && p.mode === "eng-spa"))
+    const pieces = yield* Stream.runCollect(translator.translate({ text: "The cat is black. The dog is white!\nGood night.", source: "eng", target: "spa", context: "" }))
+    t.same(pieces, ["El gato es negro. ", "El perro es blanco!\n", "Noche buena."], "one piece per sentence, each with the gap that followed it")
+    const lower = yield* Stream.runCollect(translator.translate({ text: "we need to decide", source: "eng", target: "spa", context: "" }))
+    t.equal(lower.join(""), "necesitamos decidir", "a chunk that starts in lower case is not capitalised")
+    const unsupported = yield* Effect.exit(Stream.runCollect(translator.translate({ text: "x", source: "eng", target: "deu", context: "" })))
+    t.ok(Exit.isFailure(unsupported))
+    // Interrupting a long chunk drops the sentences not yet written.
+    const long = Array.from({ length: 200 }, (_, i) => `Sentence number ${i} is here.`).join(" ")
+    const fiber = yield* Effect.forkChild(Stream.runCollect(translator.translate({ text: long, source: "eng", target: "spa", context: "" })))
+    yield* Fiber.interrupt(fiber)
+    const after = yield* Stream.runCollect(translator.translate({ text: "the house", source: "eng", target: "spa", context: "" }))
+    t.equal(after.join(""), "la casa", "the pipeline serves the next request (lower case as the source)")
+  })))
+  t.equal(followCase("and then", "Y entonces"), "y entonces")
+  t.equal(followCase("And then", "Y entonces"), "Y entonces")
+  t.equal(followCase("123 go", " ¡Vamos"), " ¡vamos")
+})
