@@ -4,7 +4,7 @@
  *
  * - Salience: TF-IDF vectors of each unit's content words (stop words dropped, light suffix
  *   stemming), scored by TextRank (PageRank over the cosine-similarity graph, damping 0.85) and
- *   discounted for units of fewer than 6 content words. Over `GRAPH_LIMIT` units (about an hour
+ *   discounted for units of fewer than 6 content words. Over `GRAPH_LIMIT` units (about 20 minutes
  *   of talk) the quadratic graph gives way to similarity with the centroid, linear in length.
  * - Redundancy: maximal marginal relevance (λ = 0.7) against what the summary already holds;
  *   a unit with cosine ≥ 0.8 to a chosen one (a repeat) is never picked.
@@ -21,7 +21,7 @@
 import type { SentenceUnit } from "./Sentences.ts"
 import type { SummaryItem, SummarySection, SummarySource, TemplateSection } from "./Summarizer.ts"
 
-const GRAPH_LIMIT = 800
+const GRAPH_LIMIT = 300
 const DAMPING = 0.85
 const MMR_LAMBDA = 0.7
 /** Cosine similarity above which a unit says again what a chosen one said: never picked. */
