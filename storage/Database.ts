@@ -27,6 +27,9 @@ import type { EmbeddedRole } from "./PgliteOwnership.ts"
 export { DatabaseError } from "./DatabaseError.ts"
 export type { EmbeddedRole } from "./PgliteOwnership.ts"
 
+/** A jsonb column's value: pg hands it back parsed, some drivers as text; both are accepted. */
+export const jsonbValue = (v: unknown): unknown => (typeof v === "string" ? JSON.parse(v) : v)
+
 export interface DatabaseOptions {
   /** PostgreSQL URL; `undefined` (or "") selects embedded PGlite under `dataDir`. */
   readonly databaseUrl: string | undefined

@@ -7,6 +7,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomBytes } from "node:crypto"
+import { jsonbValue } from "./Database.ts"
 
 export interface StoredSummary {
   readonly id: string
@@ -36,15 +37,12 @@ interface Row {
   created_at: Date
 }
 
-// PGlite hands jsonb back parsed, some drivers as text: accept both.
-const parsed = (v: unknown): unknown => (typeof v === "string" ? JSON.parse(v) : v)
-
 const fromRow = (r: Row): StoredSummary => ({
   id: r.id,
   jobId: r.job_id,
   templateId: r.template_id,
   engine: r.engine,
-  sections: parsed(r.sections),
+  sections: jsonbValue(r.sections),
   text: r.text,
   createdAt: new Date(r.created_at)
 })

@@ -7,6 +7,7 @@ import { Context, Data, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { randomBytes } from "node:crypto"
+import { jsonbValue } from "./Database.ts"
 
 export class VoiceClonesError extends Data.TaggedError("VoiceClonesError")<{
   readonly reason: "NameTaken" | "NotFound"
@@ -78,19 +79,16 @@ interface Row {
   created_at: Date
 }
 
-/** jsonb arrives parsed from pg, but as text through some drivers: accept both. */
-const json = (v: unknown): unknown => (typeof v === "string" ? JSON.parse(v) : v)
-
 const toClone = (r: Row): VoiceCloneRow => ({
   voiceId: r.id,
   userId: r.user_id,
   name: r.name,
   language: r.language,
   description: r.description,
-  labels: (json(r.labels) ?? {}) as Record<string, string>,
+  labels: (jsonbValue(r.labels) ?? {}) as Record<string, string>,
   refText: r.ref_text,
   sampleBlobKey: r.sample_blob_key,
-  profile: json(r.profile),
+  profile: jsonbValue(r.profile),
   previewText: r.preview_text,
   createdAt: r.created_at
 })

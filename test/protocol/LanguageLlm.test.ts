@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import t, { type Test } from "tap"
 import { startFakeOpenAi } from "../support/fakeOpenAi.ts"
 import { conversationWav, pcmOf } from "../support/librivoxSpeech.ts"
+import { jsonApi } from "../support/jsonApi.ts"
 import { startTestService } from "../support/service.ts"
 import { sseEvents } from "../support/sse.ts"
 
@@ -96,15 +97,9 @@ t.test("a caller that disconnects mid-stream aborts the model call", async (t) =
 
 t.test("a summary by the model: sections from its JSON, stored; a failing model is a 502 with nothing stored or charged", async (t) => {
   const audio = conversationWav([pcmOf("/usr/share/pocketsphinx/test/data/librivox/sense_and_sensibility_01_austen_64kb-0870.wav")], 0)
-  const up = await (await fetch(`${service.base}/recognition/uploads`, { method: "POST", headers: { "xi-api-key": user.apiKey, "content-type": "application/json" }, body: "{}" })).json() as Json
-  await fetch(up.upload_url, { method: "PUT", body: audio })
-  await fetch(`${service.base}/recognition/jobs/${up.job_id}/start`, { method: "POST", headers: { "xi-api-key": user.apiKey, "content-type": "application/json" }, body: "{}" })
-  let state = ""
-  for (let i = 0; i < 600 && !["succeeded", "failed"].includes(state); i++) {
-    await new Promise((r) => setTimeout(r, 100))
-    state = (await (await fetch(`${service.base}/recognition/jobs/${up.job_id}`, { headers: { "xi-api-key": user.apiKey } })).json() as Json).state
-  }
-  t.equal(state, "succeeded")
+  const job = await jsonApi(service.base).runJob(user.apiKey, audio)
+  t.equal(job.status.state, "succeeded")
+  const up = { job_id: job.id }
   const summaryUrl = `${service.base}/recognition/jobs/${up.job_id}/summary`
   const post = (body: Json) => fetch(summaryUrl, { method: "POST", headers: { "xi-api-key": user.apiKey, "content-type": "application/json" }, body: JSON.stringify(body) })
 

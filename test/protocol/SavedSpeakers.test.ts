@@ -7,9 +7,10 @@
  * 400/404/409 cases of enrollment.
  */
 import { ElevenLabsClient } from "@elevenlabs/elevenlabs-js"
-import t, { type Test } from "tap"
+import t from "tap"
 import { SPEAKER_MATCH_THRESHOLD } from "../../actors/SpeakerRecognition.ts"
 import { conversationWav, LIBRIVOX_WAV, pcmOf } from "../support/librivoxSpeech.ts"
+import { expectApiError, type Json, jsonApi } from "../support/jsonApi.ts"
 import { startTestService } from "../support/service.ts"
 
 const CARDS = "/usr/share/pocketsphinx/test/data/cards"
@@ -25,34 +26,10 @@ const service = await startTestService(t, { WORKERS: "1" })
 const owner = await service.newUser()
 const other = await service.newUser()
 
-type Json = Record<string, any>
-const call = async (method: string, route: string, apiKey: string | null, body?: unknown) => {
-  const res = await fetch(`${service.base}${route}`, {
-    method,
-    headers: { ...(apiKey !== null ? { "xi-api-key": apiKey } : {}), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-    ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {})
-  })
-  return { status: res.status, json: await res.json() as Json }
-}
-const expectError = (t: Test, res: { status: number; json: Json }, status: number, code?: string) => {
-  t.equal(res.status, status, `${status} ${code ?? ""}: ${JSON.stringify(res.json).slice(0, 160)}`)
-  t.type(res.json.detail?.message, "string")
-  if (code !== undefined) t.equal(res.json.detail?.status, code)
-}
-
+const { call, runJob } = jsonApi(service.base)
+const expectError = expectApiError
 /** Runs a job to its end; its final status. */
-const job = async (apiKey: string, audio: Buffer, options: Json) => {
-  const r = await call("POST", "/recognition/uploads", apiKey, {})
-  await fetch(r.json.upload_url, { method: "PUT", body: audio })
-  const started = await call("POST", `/recognition/jobs/${r.json.job_id}/start`, apiKey, options)
-  if (started.status !== 202) throw new Error(`start: ${started.status} ${JSON.stringify(started.json)}`)
-  for (let i = 0; i < 1200; i++) {
-    const s = await call("GET", `/recognition/jobs/${r.json.job_id}`, apiKey)
-    if (["succeeded", "failed", "cancelled"].includes(s.json.state)) return s.json
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error("job did not end")
-}
+const job = async (apiKey: string, audio: Buffer, options: Json) => (await runJob(apiKey, audio, options)).status
 const recognise = { diarize: true, num_speakers: 2, speaker_recognition: true }
 /** The result's speaker entry of the words spoken in [fromS, toS). */
 const speakerAt = (result: Json, fromS: number, toS: number): Json => {

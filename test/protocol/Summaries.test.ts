@@ -7,8 +7,9 @@
  * credits per 100 transcript characters, 402 when out.
  */
 import { Effect } from "effect"
-import t, { type Test } from "tap"
+import t from "tap"
 import { conversationWav, pcmOf } from "../support/librivoxSpeech.ts"
+import { expectApiError, type Json, jsonApi } from "../support/jsonApi.ts"
 import { startTestService } from "../support/service.ts"
 
 const LIBRIVOX = "/usr/share/pocketsphinx/test/data/librivox"
@@ -19,34 +20,8 @@ const owner = await service.newUser()
 const other = await service.newUser()
 const balance = (userId: string) => Effect.runPromise(service.users.balance(userId))
 
-type Json = Record<string, any>
-const call = async (method: string, route: string, apiKey: string | null, body?: unknown) => {
-  const res = await fetch(`${service.base}${route}`, {
-    method,
-    headers: { ...(apiKey !== null ? { "xi-api-key": apiKey } : {}), ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-    ...(body !== undefined ? { body: typeof body === "string" ? body : JSON.stringify(body) } : {})
-  })
-  return { status: res.status, json: await res.json() as Json }
-}
-const expectError = (t: Test, res: { status: number; json: Json }, status: number, code: string) => {
-  t.equal(res.status, status, JSON.stringify(res.json).slice(0, 200))
-  t.equal(res.json.detail?.status, code)
-  t.type(res.json.detail?.message, "string")
-}
-
-/** Reserves, uploads and runs a job to its end; its id and final status. */
-const runJob = async (apiKey: string | null, audio: Buffer, options: Json = {}) => {
-  const r = await call("POST", "/recognition/uploads", apiKey, {})
-  await fetch(r.json.upload_url, { method: "PUT", body: audio })
-  const started = await call("POST", `/recognition/jobs/${r.json.job_id}/start`, apiKey, options)
-  if (started.status !== 202) throw new Error(`start: ${started.status} ${JSON.stringify(started.json)}`)
-  for (let i = 0; i < 1200; i++) {
-    const s = await call("GET", `/recognition/jobs/${r.json.job_id}`, apiKey)
-    if (["succeeded", "failed", "cancelled"].includes(s.json.state)) return { id: r.json.job_id as string, status: s.json }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error("job did not end")
-}
+const { call, runJob } = jsonApi(service.base)
+const expectError = expectApiError
 
 // The five readings with pauses between them: about 30 s of one real reader.
 const reading = await runJob(owner.apiKey, conversationWav(readings, 900))
