@@ -147,6 +147,7 @@ const table = {
   "TranslatorError.EngineUnavailable": { status: 502, code: "engine_unavailable", exposeMessage: true },
   "TranslatorError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "TranslatorError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
+  "TranslatorError.Busy": { status: 503, code: "server_busy", exposeMessage: true },
   "SummarizerError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "SummarizerError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
   "SummarizerError.EmptyTranscript": { status: 409, code: "empty_transcript", exposeMessage: true },

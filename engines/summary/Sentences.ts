@@ -34,20 +34,34 @@ const gapAfter = (words: ReadonlyArray<SummaryWord>, i: number): number => {
   return a === undefined || b === undefined ? 0 : b - a
 }
 
-/** Cuts `words` (one unit's worth) at the longest pause until every piece has at most `max` words. */
+/**
+ * Cuts `words` (one unit's worth) at the longest pause until every piece has at most `max` words.
+ * The cut is looked for in the middle half only (ties: nearest the middle), so each cut at least
+ * quarters the run: a run of n words costs O(n log n) and never recurses deeper than log n, even
+ * when an aligner leaves no pause at all between thousands of words.
+ */
 const cutLong = (words: ReadonlyArray<SummaryWord>, max: number, timed: boolean): Array<ReadonlyArray<SummaryWord>> => {
-  if (words.length <= max) return [words]
-  let at = Math.floor(words.length / 2) - 1
-  if (timed) {
-    // The longest gap, away from the edges so neither side is a fragment.
-    let best = -1
-    const margin = Math.min(4, Math.floor(words.length / 4))
-    for (let i = margin; i < words.length - 1 - margin; i++) {
-      const g = gapAfter(words, i)
-      if (g > best) (best = g), (at = i)
+  const out: Array<ReadonlyArray<SummaryWord>> = []
+  const pending: Array<ReadonlyArray<SummaryWord>> = [words]
+  while (pending.length > 0) {
+    const run = pending.pop()!
+    if (run.length <= max) {
+      out.push(run)
+      continue
     }
+    const middle = Math.floor(run.length / 2) - 1
+    let at = middle
+    if (timed) {
+      let best = -Infinity
+      for (let i = Math.floor(run.length / 4); i < Math.ceil((3 * run.length) / 4) - 1; i++) {
+        const g = gapAfter(run, i)
+        if (g > best || (g === best && Math.abs(i - middle) < Math.abs(at - middle))) (best = g), (at = i)
+      }
+    }
+    // Right half first onto the stack, so pieces come off in spoken order.
+    pending.push(run.slice(at + 1), run.slice(0, at + 1))
   }
-  return [...cutLong(words.slice(0, at + 1), max, timed), ...cutLong(words.slice(at + 1), max, timed)]
+  return out
 }
 
 export const sentenceUnits = (words: ReadonlyArray<SummaryWord>, options: SentenceOptions = DEFAULT_SENTENCE_OPTIONS): Array<SentenceUnit> => {

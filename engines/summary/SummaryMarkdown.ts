@@ -6,7 +6,8 @@
  */
 import type { SummaryItem, SummaryOutput, SummaryTemplate } from "./Summarizer.ts"
 
-const escape = (text: string) => text.replace(/[\\`*_{}[\]()<>#+|!~]/gu, (c) => `\\${c}`)
+/** Text for one line of Markdown: whitespace runs (line breaks too) become one space, markup is escaped. */
+const escape = (text: string) => text.replace(/\s+/gu, " ").trim().replace(/[\\`*_{}[\]()<>#+|!~]/gu, (c) => `\\${c}`)
 
 const sentence = (text: string) => {
   const t = text.trim().replace(/\s+/gu, " ")

@@ -42,15 +42,24 @@ interface Job {
 }
 
 const RESERVED = /[\\[\]^$@*/<>{}#]/gu
-// Controls other than tab and newline mean nothing in text and some (\0) end a request early.
+// Controls other than tab and newline (C0, DEL, C1) mean nothing in text and \0 ends a request.
 // eslint-disable-next-line no-control-regex
-const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f]/gu
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/gu
+/**
+ * `^` opens a lexical unit in Apertium's stream, and an escaped one near the end of a request
+ * ("dog^", "a ^$") still makes a later stage of Apertium 3.8 wait for the rest of the unit,
+ * wedging the pipeline until the timeout. So `^` never reaches Apertium: it travels as a private
+ * use character that every stage passes through as text, and comes back as `^`.
+ */
+const CARET_STAND_IN = "\ue05e"
 
 /** Text as one null-flush request: escaped, newline runs as a superblank, `[]\0` at the end. */
 export const encodeRequest = (text: string): string =>
   text
     .replace(/\r\n?/gu, "\n")
     .replace(CONTROLS, "")
+    .replaceAll(CARET_STAND_IN, "")
+    .replaceAll("^", CARET_STAND_IN)
     .replace(RESERVED, (c) => `\\${c}`)
     .replace(/\n+/gu, (run) => `[${run}]`) + "[]\0"
 
@@ -72,7 +81,7 @@ export const decodeAnswer = (raw: string): string => {
       out += c
     }
   }
-  return out
+  return out.replaceAll(CARET_STAND_IN, "^")
 }
 
 export class ApertiumProcess {

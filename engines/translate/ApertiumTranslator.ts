@@ -38,7 +38,7 @@ export const followCase = (source: string, translated: string): string => {
 
 const toTranslatorError = (mode: ApertiumMode) => (e: unknown): TranslatorError => {
   if (!(e instanceof ApertiumProcessError)) return new TranslatorError({ reason: "EngineFailed", message: `Apertium ${mode.name}: ${String(e)}` })
-  const reason = e.reason === "Unavailable" ? "EngineUnavailable" : e.reason === "TimedOut" ? "TimedOut" : "EngineFailed"
+  const reason = e.reason === "Unavailable" ? "EngineUnavailable" : e.reason === "TimedOut" ? "TimedOut" : e.reason === "Busy" ? "Busy" : "EngineFailed"
   return new TranslatorError({ reason, message: `Apertium ${mode.name}: ${e.message}` })
 }
 
@@ -74,7 +74,9 @@ export const makeApertiumTranslator = Effect.fn("ApertiumTranslator.make")(funct
       return Stream.fromIterable(sentences).pipe(
         Stream.mapEffect((sentence, i) => {
           const next = sentences[i + 1]
-          const gap = next === undefined ? "" : request.text.slice(sentence.charEnd, next.charStart).replace(/[^\n]/gu, "") || " "
+          // No gap at all: the segmenter cut a run longer than maxChars (a URL, a long token).
+          const between = next === undefined ? "" : request.text.slice(sentence.charEnd, next.charStart)
+          const gap = between === "" ? "" : between.replace(/[^\n]/gu, "") || " "
           return Effect.tryPromise({ try: (signal) => process.translate(sentence.text, signal), catch: toTranslatorError(mode) }).pipe(
             // A word the rules drop ("will" in "I will send") leaves two spaces behind.
             Effect.map((translated) => followCase(sentence.text, translated.trim().replace(/[^\S\n]{2,}/gu, " ")) + gap)

@@ -35,8 +35,9 @@ export class TranslatorError extends Data.TaggedError("TranslatorError")<{
    * `UnsupportedPair`: no engine here translates the pair (400). `EngineUnavailable`: the
    * engine's program or endpoint is missing (502). `EngineFailed`: it failed or answered nothing
    * usable, upstream rate limits included once retries are spent (502). `TimedOut` (502).
+   * `Busy`: too much is waiting for the engine already; retry later (503).
    */
-  readonly reason: "UnsupportedPair" | "EngineUnavailable" | "EngineFailed" | "TimedOut"
+  readonly reason: "UnsupportedPair" | "EngineUnavailable" | "EngineFailed" | "TimedOut" | "Busy"
   readonly message: string
 }> {}
 

@@ -57,6 +57,11 @@ t.test("units follow pauses and speaker turns", async (t) => {
   t.equal(units[0]!.start, 0)
   const long = speak([["a", Array.from({ length: 90 }, (_, i) => `w${i}`).join(" ")]])
   t.ok(sentenceUnits(long).every((u) => u.words.length <= 40), "a run past 40 words is cut")
+  // Back-to-back words (an aligner without pauses): cut in O(n log n), no deep recursion.
+  const tight = Array.from({ length: 80_000 }, (_, i) => ({ text: `w${i % 50}`, start: i * 0.3, end: (i + 1) * 0.3 }))
+  const cuts = sentenceUnits(tight)
+  t.ok(cuts.every((u) => u.words.length <= 40 && u.words.length >= 10), `80,000 words: ${cuts.length} units of 10-40 words`)
+  t.same(cuts.flatMap((u) => u.words), tight, "in spoken order, nothing lost")
   const untimed = words.map(({ text }) => ({ text }))
   t.ok(sentenceUnits(untimed).every((u) => u.words.length <= 20), "without times: 20-word windows")
 })
@@ -113,6 +118,11 @@ t.test("Markdown: headings, sentences, owners, escaping, empty sections", async 
   })
   t.match(injected, /Click \\\[here\\\]\\\(http:\/\/evil\\\) \\<script\\>\./u, "markup characters are escaped")
   t.match(injected, /## Key points\n_None found\._/u)
+  const named = summaryMarkdown(template, {
+    engine: "x",
+    sections: [{ id: "key_points", title: "Key points", kind: "bullets", items: [{ text: "a point", speaker: "Eve\n# Heading" }] }]
+  })
+  t.match(named, /- A point\. _\(Eve \\# Heading\)_/u, "a speaker name stays on its line")
 })
 
 t.test("property: any transcript gives verbatim items within the sections' bounds", async (t) => {

@@ -50,6 +50,25 @@ t.test("request format: reserved characters survive the round trip through a rea
   t.equal(await p.translate(""), "", "an empty request answers empty")
 })
 
+t.test("no character in any position wedges any installed pair (a trailing ^ once did)", async (t) => {
+  const specials = [..."\\[]^$@*/<>{}#~+|\"'`&%_=;:-", "[[", "]]", "^$", "$^", "\\^", "^^", "{^", "<$", "\ue05e"]
+  for (const mode of modes) {
+    const p = apertium(() => nullFlushPipeline(mode), { timeoutMs: 3000, maxQueue: 1000 })
+    const wedged: Array<string> = []
+    for (const c of specials) {
+      for (const text of [c, `a ${c}`, `dog${c}`, `${c} dog`, `the ${c}dog is big.`, `the dog. ${c}`, `${c}\n`, `x ${c} \n\n`]) {
+        await p.translate(text).catch((e: ApertiumProcessError) => wedged.push(`${JSON.stringify(text)}: ${e.reason}`))
+      }
+    }
+    p.close()
+    t.same(wedged, [], `${mode.name}: every request answered`)
+  }
+  const p = apertium(() => nullFlushPipeline(engSpa))
+  t.teardown(() => p.close())
+  t.match(await p.translate("dog^"), /\^$/u, "a caret comes back as a caret")
+  t.notMatch(await p.translate("a \ue05e b"), /\^/u, "the stand-in itself is not smuggled in")
+})
+
 t.test("one pipeline, many requests in order; a queued request that is aborted is dropped", async (t) => {
   const p = apertium(() => nullFlushPipeline(engSpa))
   t.teardown(() => p.close())
@@ -125,6 +144,9 @@ t.test("the Translator: pairs, sentence-by-sentence pieces, the source's case, i
     t.same(pieces, ["El gato es negro. ", "El perro es blanco!\n", "Noche buena."], "one piece per sentence, each with the gap that followed it")
     const lower = yield* Stream.runCollect(translator.translate({ text: "we need to decide", source: "eng", target: "spa", context: "" }))
     t.equal(lower.join(""), "necesitamos decidir", "a chunk that starts in lower case is not capitalised")
+    const token = "x".repeat(2500)
+    const cut = (yield* Stream.runCollect(translator.translate({ text: token, source: "eng", target: "spa", context: "" }))).join("")
+    t.equal(cut, token, "a run cut by the segmenter (no gap) is joined without a space")
     const unsupported = yield* Effect.exit(Stream.runCollect(translator.translate({ text: "x", source: "eng", target: "deu", context: "" })))
     t.ok(Exit.isFailure(unsupported))
     // Interrupting a long chunk drops the sentences not yet written.
