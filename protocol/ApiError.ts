@@ -89,6 +89,7 @@ const table = {
   "AccountsError.InsufficientCredits": { status: 402, code: "quota_exceeded", exposeMessage: true },
   "AccountsError.UserNotFound": { status: 404, code: "user_not_found", exposeMessage: true },
   "AccountsError.KeyNotFound": { status: 404, code: "key_not_found", exposeMessage: true },
+  "AccountsError.EmailTaken": { status: 409, code: "email_taken", exposeMessage: true },
   "EngineError.QueueFull": { status: 503, code: "server_busy", exposeMessage: true },
   "EngineError.Closed": { status: 503, code: "shutting_down", exposeMessage: true },
   "EngineError.TaskFailed": { status: 502, code: "engine_failed", exposeMessage: true },

@@ -1,5 +1,5 @@
 /**
- * The admin command line: users, API keys and credits, from a shell.
+ * The admin command line: users, API keys, credits and site passwords, from a shell.
  *
  *   npm run --silent admin -- <command> [options]      (or: npx tsx runtime/admin.ts ...)
  *
@@ -11,8 +11,12 @@
  * (Plain `npm run` adds its own banner to stdout: use `--silent` when parsing the output.)
  */
 import { Cause, Effect, Exit, Fiber, Layer, References } from "effect"
+import { randomBytes } from "node:crypto"
+import * as readline from "node:readline"
 import { parseArgs } from "node:util"
-import type { AccountsError } from "../storage/AccountsError.ts"
+import { AccountsError } from "../storage/AccountsError.ts"
+import { hashPassword, passwordProblem } from "../storage/Passwords.ts"
+import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
 import { ApiKeys, apiKeysLayer } from "../storage/ApiKeys.ts"
 import { Credits, CreditsLive } from "../storage/Credits.ts"
 import { Users, usersLayer } from "../storage/Users.ts"
@@ -23,7 +27,12 @@ const usage = `Usage: npm run --silent admin -- <command> [options]
 
 Commands:
   create-user --name NAME [--credits N]   create a user and its first API key
-                                          (credits default to INITIAL_CREDITS)
+              [--email E]                 (credits default to INITIAL_CREDITS); with an
+                                          e-mail the user can sign in to the site: a
+                                          password is generated and shown once
+  set-password --email E [--generate]     set or reset a user's site password: read from
+                                          the terminal (asked twice) or one line of stdin;
+                                          --generate makes one and shows it once
   mint-key --user USER_ID [--name NAME]   mint another API key for a user
   delete-key --key KEY_ID_OR_KEY          delete an API key (by id or by the key itself)
   grant --user USER_ID --credits N        add N credits to a user
@@ -46,7 +55,8 @@ class UsageError {
 
 type Command =
   | { readonly kind: "help" }
-  | { readonly kind: "create-user"; readonly name: string; readonly credits: number | undefined }
+  | { readonly kind: "create-user"; readonly name: string; readonly credits: number | undefined; readonly email: string | undefined }
+  | { readonly kind: "set-password"; readonly email: string; readonly generate: boolean }
   | { readonly kind: "mint-key"; readonly user: string; readonly name: string | undefined }
   | { readonly kind: "delete-key"; readonly key: string }
   | { readonly kind: "grant"; readonly user: string; readonly credits: number }
@@ -56,7 +66,8 @@ type Command =
 
 const optionsOf: Record<Command["kind"], ReadonlyArray<string>> = {
   "help": [],
-  "create-user": ["name", "credits"],
+  "create-user": ["name", "credits", "email"],
+  "set-password": ["email", "generate"],
   "mint-key": ["user", "name"],
   "delete-key": ["key"],
   "grant": ["user", "credits"],
@@ -95,6 +106,8 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
         user: { type: "string" },
         key: { type: "string" },
         limit: { type: "string" },
+        email: { type: "string" },
+        generate: { type: "boolean" },
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" }
       }
@@ -110,7 +123,7 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
   if (name === undefined) throw new UsageError("no command given")
   if (!isCommandName(name)) throw new UsageError(`unknown command "${name}"`)
   if (extra.length > 0) throw new UsageError(`unexpected argument "${extra[0]}"`)
-  for (const option of ["name", "credits", "user", "key", "limit"] as const) {
+  for (const option of ["name", "credits", "user", "key", "limit", "email", "generate"] as const) {
     if (values[option] !== undefined && !optionsOf[name].includes(option)) {
       throw new UsageError(`${name} does not take --${option}`)
     }
@@ -118,8 +131,14 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
   switch (name) {
     case "help":
       return { command: { kind: "help" }, json }
-    case "create-user":
-      return { command: { kind: name, name: required(values.name, "name", name), credits: credits(values.credits, 0) }, json }
+    case "create-user": {
+      const email = values.email?.trim() || undefined
+      if (email !== undefined && !EMAIL.test(email)) throw new UsageError(`--email must be an e-mail address, got "${email}"`)
+      const userName = values.name?.trim() || email?.split("@")[0]
+      return { command: { kind: name, name: required(userName, "name", name), credits: credits(values.credits, 0), email }, json }
+    }
+    case "set-password":
+      return { command: { kind: name, email: required(values.email, "email", name), generate: values.generate === true }, json }
     case "mint-key":
       return { command: { kind: name, user: required(values.user, "user", name), name: values.name?.trim() || undefined }, json }
     case "delete-key":
@@ -141,6 +160,36 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
   }
 }
 
+/** Enough to catch a typo; the address is not mailed to. */
+const EMAIL = /^[^\s@]+@[^\s@]+$/u
+
+/** A generated password: 18 random bytes, 24 characters of base64url. */
+const generatedPassword = () => randomBytes(18).toString("base64url")
+
+/** A password from the terminal (asked twice, not echoed) or one line of a piped stdin. */
+const readPassword = (): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const rl = readline.createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY === true })
+    const muted = rl as unknown as { _writeToOutput: (s: string) => void }
+    const ask = (prompt: string) =>
+      new Promise<string>((res) => {
+        process.stderr.write(prompt)
+        if (process.stdin.isTTY === true) muted._writeToOutput = () => {}
+        rl.question("", (answer) => {
+          if (process.stdin.isTTY === true) process.stderr.write("\n")
+          res(answer)
+        })
+      })
+    rl.on("close", () => reject(new Error("no password given")))
+    void (async () => {
+      const first = await ask("new password: ")
+      if (process.stdin.isTTY === true && (await ask("again: ")) !== first) throw new Error("the two passwords differ")
+      rl.removeAllListeners("close")
+      rl.close()
+      resolve(first)
+    })().catch((e) => (rl.removeAllListeners("close"), rl.close(), reject(e)))
+  })
+
 const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
   const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()
@@ -156,12 +205,40 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
     const out = (value: unknown, text: string) => (json ? JSON.stringify(value) : text)
     switch (command.kind) {
       case "create-user": {
-        const created = yield* userStore.createUserWithKey({ name: command.name, credits: command.credits })
+        const password = command.email === undefined ? undefined : generatedPassword()
+        const created = yield* userStore.createUserWithKey({
+          name: command.name,
+          credits: command.credits,
+          email: command.email,
+          passwordHash: password === undefined ? undefined : yield* hashPassword(password)
+        })
         const balance = yield* userStore.balance(created.userId)
+        if (command.email === undefined || password === undefined) {
+          return out(
+            { user_id: created.userId, api_key: created.apiKey },
+            `created user ${created.userId} "${command.name}" with ${balance} credits\n` +
+              `API key ${created.keyId} (shown once, store it now):\n${created.apiKey}`
+          )
+        }
         return out(
-          { user_id: created.userId, api_key: created.apiKey },
-          `created user ${created.userId} "${command.name}" with ${balance} credits\n` +
-            `API key ${created.keyId} (shown once, store it now):\n${created.apiKey}`
+          { user_id: created.userId, api_key: created.apiKey, email: command.email, password },
+          `created user ${created.userId} "${command.name}" <${command.email}> with ${balance} credits\n` +
+            `API key ${created.keyId} (shown once, store it now):\n${created.apiKey}\n` +
+            `site password (shown once; change it on the account page):\n${password}`
+        )
+      }
+      case "set-password": {
+        const user = yield* userStore.findByEmail(command.email)
+        if (user === undefined) return yield* new AccountsError({ reason: "UserNotFound", message: `no user with the e-mail ${command.email}` })
+        const password = command.generate ? generatedPassword() : yield* Effect.promise(readPassword)
+        const problem = passwordProblem(password)
+        if (problem !== undefined) return yield* Effect.fail(new UsageError(problem))
+        yield* userStore.setPasswordHash(user.userId, yield* hashPassword(password))
+        // A reset password ends the sessions that the old one opened.
+        yield* (yield* WebSessions).endAll(user.userId)
+        return out(
+          { user_id: user.userId, email: user.email, ...(command.generate ? { password } : {}) },
+          `password set for ${user.userId} <${user.email}>; every site session of the user is ended` + (command.generate ? `\nnew password (shown once):\n${password}` : "")
         )
       }
       case "mint-key": {
@@ -230,7 +307,11 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
 const layers = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
   // CreditsLive: a command takes no reservations, so its instance id is never used.
-  return Layer.mergeAll(usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())), CreditsLive).pipe(
+  return Layer.mergeAll(
+    usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
+    CreditsLive,
+    webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 })
+  ).pipe(
     Layer.provideMerge(databaseLayer({ databaseUrl: databaseUrlText(config), dataDir: config.dataDir, embeddedRole: "tool" }))
   )
 })).pipe(Layer.provide(AppConfigFromEnv))

@@ -6,7 +6,7 @@
 import { Data, Effect } from "effect"
 
 export class AccountsError extends Data.TaggedError("AccountsError")<{
-  readonly reason: "InvalidKey" | "UserNotFound" | "KeyNotFound" | "InsufficientCredits"
+  readonly reason: "InvalidKey" | "UserNotFound" | "KeyNotFound" | "InsufficientCredits" | "EmailTaken"
   readonly message: string
 }> {}
 

@@ -48,7 +48,11 @@ export interface KeyInfo {
   readonly name: string
   /** First characters of the key, for recognising it in a list. */
   readonly prefix: string
+  /** Last four characters; undefined for keys minted before they were kept. */
+  readonly suffix: string | undefined
   readonly createdAt: Date
+  /** Within about a minute; undefined when never used. */
+  readonly lastUsedAt: Date | undefined
 }
 
 export interface MintedKey {
@@ -100,6 +104,8 @@ export interface ApiKeysOptions {
   readonly maxCachedKeys?: number
   /** Cached unknown keys. Default 1000. */
   readonly maxCachedUnknownKeys?: number
+  /** How often `last_used_at` of keys in use is written, ms. Default 60000. */
+  readonly lastUsedFlushMs?: number
 }
 
 /** A key used within this window is kept warm in the cache, ms. */
@@ -173,6 +179,18 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       )
       yield* Effect.forkScoped(Effect.retry(listenOnce, Schedule.spaced("1 second")))
     }
+
+    // Keys used since the last write of `last_used_at`, written about once a minute: a request
+    // never waits on it, and a busy key costs one UPDATE a minute, not one per request.
+    const usedSinceFlush = new Set<string>()
+    const flushLastUsed = Effect.suspend(() => {
+      if (usedSinceFlush.size === 0) return Effect.void
+      const ids = [...usedSinceFlush]
+      usedSinceFlush.clear()
+      return sql`UPDATE api_keys SET last_used_at = now() WHERE id IN ${sql.in(ids)}`.pipe(Effect.asVoid)
+    }).pipe(Effect.catchCause((cause) => Effect.logWarning("last-used times of API keys not written", cause)))
+    yield* Effect.forkScoped(Effect.repeat(flushLastUsed, Schedule.spaced(`${options.lastUsedFlushMs ?? 60_000} millis`)))
+    yield* Effect.addFinalizer(() => flushLastUsed)
 
     /** Keys authenticated lately: hash hex → last use (ms). Bounded like `known`. */
     const inUse = new Map<string, number>()
@@ -272,6 +290,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       const cached = known.get(hashHex, Date.now())
       if (cached !== undefined) {
         noteUse(hashHex)
+        if (cached.keyId !== null && usedSinceFlush.size < known.maxEntries) usedSinceFlush.add(cached.keyId)
         return cached
       }
       if (unknown.get(hashHex, Date.now()) !== undefined) return yield* invalidKey()
@@ -287,6 +306,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       const principal: Principal = { userId: row.user_id, keyId: row.id, scopes: apiKeyScopes }
       if (cacheable) known.set(hashHex, principal, listening ? listenTtlMs : shortTtlMs, Date.now())
       noteUse(hashHex)
+      if (usedSinceFlush.size < known.maxEntries) usedSinceFlush.add(row.id)
       return principal
     })
 
@@ -298,8 +318,8 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
         const prefix = displayPrefix(apiKey)
         const hash = hashApiKey(apiKey)
         const rows = yield* sql`
-          INSERT INTO api_keys (id, user_id, name, key_hash, key_prefix)
-          SELECT ${keyId}, id, ${name}, ${hash}, ${prefix} FROM users WHERE id = ${userId}
+          INSERT INTO api_keys (id, user_id, name, key_hash, key_prefix, key_suffix)
+          SELECT ${keyId}, id, ${name}, ${hash}, ${prefix}, ${apiKey.slice(-4)} FROM users WHERE id = ${userId}
           RETURNING id`
         if (rows.length === 0) return Option.none<MintedKey>()
         // A lookup of this exact key can only have failed by guessing it; forget it anyway.
@@ -335,8 +355,8 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       Effect.map(sql`SELECT 1 FROM users WHERE id = ${userId}`, (rows) => rows.length > 0)
 
     const listKeys = Effect.fn("ApiKeys.listKeys")(function*(userId: string) {
-      const rows = yield* sql<{ id: string; user_id: string; name: string; key_prefix: string; created_at: Date }>`
-        SELECT id, user_id, name, key_prefix, created_at FROM api_keys
+      const rows = yield* sql<{ id: string; user_id: string; name: string; key_prefix: string; key_suffix: string | null; created_at: Date; last_used_at: Date | null }>`
+        SELECT id, user_id, name, key_prefix, key_suffix, created_at, last_used_at FROM api_keys
         WHERE user_id = ${userId} AND deleted_at IS NULL
         ORDER BY created_at, id`
       if (rows.length === 0 && !(yield* userExists(userId))) return yield* userNotFound(userId)
@@ -345,7 +365,9 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
         userId: row.user_id,
         name: row.name,
         prefix: row.key_prefix,
-        createdAt: row.created_at
+        suffix: row.key_suffix ?? undefined,
+        createdAt: row.created_at,
+        lastUsedAt: row.last_used_at ?? undefined
       }))
     })
     return ApiKeys.of({ authenticate, mintKey, deleteKey, listKeys, watchRevocations })

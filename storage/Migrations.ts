@@ -13,6 +13,7 @@ import creditLedger from "./migrations/0003_credit_ledger.ts"
 import recognitionJobs from "./migrations/0004_recognition_jobs.ts"
 import savedSpeakers from "./migrations/0005_saved_speakers.ts"
 import summaries from "./migrations/0006_summaries.ts"
+import site from "./migrations/0007_site.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
@@ -20,7 +21,8 @@ export const migrations = {
   "0003_credit_ledger": creditLedger,
   "0004_recognition_jobs": recognitionJobs,
   "0005_saved_speakers": savedSpeakers,
-  "0006_summaries": summaries
+  "0006_summaries": summaries,
+  "0007_site": site
 }
 
 export const migrationsTable = "speech_migrations"

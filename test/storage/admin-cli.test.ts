@@ -28,9 +28,11 @@ const envFor = (settings: Settings): NodeJS.ProcessEnv => {
   return env
 }
 
-const cli = (settings: Settings, ...args: Array<string>) =>
+/** Runs the CLI; `input` is written to its stdin (a pipe, not a terminal), which is then closed. */
+const cliWith = (settings: Settings, args: ReadonlyArray<string>, input = "") =>
   new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", adminScript, ...args], { cwd: root, env: envFor(settings) })
+    child.stdin.end(input)
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (chunk) => (stdout += chunk))
@@ -38,6 +40,7 @@ const cli = (settings: Settings, ...args: Array<string>) =>
     child.once("error", reject)
     child.once("close", (code) => resolve({ code, stdout, stderr }))
   })
+const cli = (settings: Settings, ...args: Array<string>) => cliWith(settings, args)
 
 /** Settings for a fresh database of the selected mode, removed after the test. */
 const freshSettings = async (t: { teardown: (fn: () => unknown) => void }): Promise<Settings> => {
@@ -169,4 +172,31 @@ t.test("next to a running owner process", async (t) => {
 
   t.equal(await ask("quit"), "closed")
   await new Promise((resolve) => owner.once("exit", resolve))
+})
+
+t.test("site accounts: create-user --email shows a password once; set-password from stdin or generated", async (t) => {
+  const settings = await freshSettings(t)
+  const created = await cli(settings, "create-user", "--email", "Dana@Example.com", "--json")
+  t.equal(created.code, 0, created.stderr)
+  const parsed = JSON.parse(created.stdout)
+  t.same(Object.keys(parsed), ["user_id", "api_key", "email", "password"])
+  t.equal(parsed.password.length, 24)
+  const taken = await cli(settings, "create-user", "--email", "dana@example.COM")
+  t.equal(taken.code, 1)
+  t.match(taken.stderr, /belongs to another account/)
+  t.notMatch(taken.stderr, noStackTrace)
+  t.equal(JSON.parse((await cli(settings, "list-users", "--json")).stdout).length, 1, "the refused user was not created")
+
+  const piped = await cliWith(settings, ["set-password", "--email", "dana@example.com", "--json"], "a new password for dana\n")
+  t.equal(piped.code, 0, piped.stderr)
+  t.same(JSON.parse(piped.stdout), { user_id: parsed.user_id, email: "Dana@Example.com" }, "a typed password is never echoed")
+  const short = await cliWith(settings, ["set-password", "--email", "dana@example.com"], "short\n")
+  t.equal(short.code, 1)
+  t.match(short.stderr, /at least 10 characters/)
+  const generated = await cli(settings, "set-password", "--email", "dana@example.com", "--generate", "--json")
+  t.equal(JSON.parse(generated.stdout).password.length, 24)
+  const unknown = await cli(settings, "set-password", "--email", "nobody@example.com", "--generate")
+  t.equal(unknown.code, 1)
+  t.match(unknown.stderr, /no user with the e-mail/)
+  t.match((await cli(settings, "create-user", "--email", "not-an-address")).stderr, /must be an e-mail address/)
 })

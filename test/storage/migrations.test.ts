@@ -29,20 +29,20 @@ const checkMigrations = async (t: Test, layer: Layer.Layer<SqlClient, unknown>) 
   t.teardown(() => runtime.dispose())
   // Instances of a deployment start together: two runs race on a fresh database.
   const both = await runtime.runPromise(Effect.all([runMigrations, runMigrations], { concurrency: 2 }))
-  t.same([...both[0], ...both[1]], [[1, "accounts"], [2, "voice_clones"], [3, "credit_ledger"], [4, "recognition_jobs"], [5, "saved_speakers"], [6, "summaries"]], "of two concurrent first runs, one applies everything")
+  t.same([...both[0], ...both[1]], [[1, "accounts"], [2, "voice_clones"], [3, "credit_ledger"], [4, "recognition_jobs"], [5, "saved_speakers"], [6, "summaries"], [7, "site"]], "of two concurrent first runs, one applies everything")
   t.same(await runtime.runPromise(runMigrations), [], "a later run applies nothing")
 
-  t.same(await runtime.runPromise(columnsOf("users")), ["id", "name", "created_at", "credits", "summary_template_id"])
+  t.same(await runtime.runPromise(columnsOf("users")), ["id", "name", "created_at", "credits", "summary_template_id", "email", "password_hash"])
   t.same(await runtime.runPromise(columnsOf("job_summaries")), ["id", "seq", "job_id", "template_id", "engine", "sections", "text", "created_at"])
   t.same(
     await runtime.runPromise(columnsOf("api_keys")),
-    ["id", "user_id", "name", "key_hash", "key_prefix", "created_at", "deleted_at"]
+    ["id", "user_id", "name", "key_hash", "key_prefix", "created_at", "deleted_at", "last_used_at", "key_suffix"]
   )
   const recorded = await runtime.runPromise(Effect.gen(function*() {
     const sql = yield* SqlClient
     return yield* sql<{ migration_id: number; name: string }>`SELECT migration_id, name FROM ${sql(migrationsTable)}`
   }))
-  t.same(recorded.map((r) => [r.migration_id, r.name]), [[1, "accounts"], [2, "voice_clones"], [3, "credit_ledger"], [4, "recognition_jobs"], [5, "saved_speakers"], [6, "summaries"]])
+  t.same(recorded.map((r) => [r.migration_id, r.name]), [[1, "accounts"], [2, "voice_clones"], [3, "credit_ledger"], [4, "recognition_jobs"], [5, "saved_speakers"], [6, "summaries"], [7, "site"]])
 
   const negative = await runtime.runPromise(Effect.exit(Effect.gen(function*() {
     const sql = yield* SqlClient
