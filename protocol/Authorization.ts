@@ -25,6 +25,52 @@ export interface RouteAccess {
 /** Resolves a presented credential (API key or access token) to its principal. */
 export type Authenticate = (credential: string) => Effect.Effect<Principal, unknown>
 
+/** The site's session cookie (protocol/site/Cookies.ts sets it). */
+export const SESSION_COOKIE = "svc_session"
+
+/** A signed-in browser: who, and the token its state-changing requests must echo. */
+export interface BrowserSession {
+  readonly principal: Principal
+  readonly csrfToken: string
+}
+
+/** Resolves a session cookie's token; undefined when unknown, ended or expired. */
+export type AuthenticateSession = (token: string) => Effect.Effect<BrowserSession | undefined, unknown>
+
+/** The value of cookie `name` in a Cookie header, if present. */
+export const cookieValue = (header: string | undefined, name: string): string | undefined => {
+  if (header === undefined) return undefined
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=")
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim()
+  }
+  return undefined
+}
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
+
+/**
+ * A browser's session cookie as the credential of an API call (the playground, clone previews).
+ * The cookie is SameSite=Lax, so other sites cannot send it with a POST; a state-changing call
+ * must also carry the session's CSRF token in `x-csrf-token`, so a page that could (a sibling
+ * subdomain) still cannot act for the user. Unknown or expired sessions count as no credential.
+ */
+const sessionPrincipal = (
+  method: string,
+  headers: Readonly<Record<string, string>>,
+  authenticateSession: AuthenticateSession | undefined
+): Effect.Effect<Principal | null, unknown> => {
+  const token = authenticateSession === undefined ? undefined : cookieValue(headers["cookie"], SESSION_COOKIE)
+  if (token === undefined || authenticateSession === undefined) return anonymous
+  return Effect.flatMap(authenticateSession(token), (session) => {
+    if (session === undefined) return anonymous
+    if (!SAFE_METHODS.has(method.toUpperCase()) && headers["x-csrf-token"] !== session.csrfToken) {
+      return Effect.fail(new ApiError({ status: 403, code: "csrf_failed", message: "a signed-in browser's request must carry the page's CSRF token in x-csrf-token" }))
+    }
+    return Effect.succeed(session.principal)
+  })
+}
+
 /** The token of an `Authorization: Bearer <token>` value. */
 export const bearerToken = (auth: string | undefined): string | undefined =>
   auth === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(auth)?.[1]
@@ -85,13 +131,17 @@ const insufficientScope = (scope: string) =>
 export const authorizeRoute = (
   route: RouteAccess,
   headers: Readonly<Record<string, string>>,
-  authenticate: Authenticate
+  authenticate: Authenticate,
+  method = "GET",
+  authenticateSession?: AuthenticateSession
 ): Effect.Effect<Principal | null, unknown> => {
   if (route.auth === "none") return anonymous
   const credential = presentedCredential(headers)
-  if (credential === undefined) return route.auth === "optional" ? anonymous : Effect.fail(credentialRequired())
-  const principal = authenticate(credential)
+  const principal = credential !== undefined
+    ? authenticate(credential)
+    : Effect.flatMap(sessionPrincipal(method, headers, authenticateSession), (p) =>
+      p !== null || route.auth === "optional" ? Effect.succeed(p) : Effect.fail(credentialRequired()))
   const scope = route.scope
   if (scope === undefined) return principal
-  return Effect.flatMap(principal, (p) => (p.scopes.includes(scope) ? Effect.succeed(p) : Effect.fail(insufficientScope(scope))))
+  return Effect.flatMap(principal, (p) => (p === null || p.scopes.includes(scope) ? Effect.succeed(p) : Effect.fail(insufficientScope(scope))))
 }

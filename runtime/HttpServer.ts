@@ -25,7 +25,7 @@
 import uWS from "@based/uws"
 import { Duration, Effect, Exit, Fiber, Scope } from "effect"
 import { ApiError, badRequest } from "../protocol/ApiError.ts"
-import { type Authenticate, authorizeRoute } from "../protocol/Authorization.ts"
+import { type Authenticate, type AuthenticateSession, authorizeRoute } from "../protocol/Authorization.ts"
 import type { Reply } from "../protocol/Http.ts"
 import type { HttpMetrics } from "./Metrics.ts"
 import { Bridge, Exchange, failed, send, sendFull } from "./HttpExchange.ts"
@@ -37,6 +37,8 @@ export interface HttpServerOptions<R> {
   readonly router: Router<R>
   /** Resolves a presented credential (API key or access token) to its principal. */
   readonly authenticate: Authenticate
+  /** A signed-in browser's session cookie as a credential (the site's playground). */
+  readonly authenticateSession?: AuthenticateSession
   readonly metrics: HttpMetrics
   /** One JSON line per finished request on stdout (LOG_LEVEL debug or trace). */
   readonly accessLog?: boolean
@@ -103,7 +105,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       x.params = match.params
       const handled = route.auth === "none"
         ? route.handler(x.context(null))
-        : Effect.flatMap(authorizeRoute(route, x.headers, options.authenticate), (principal) => route.handler(x.context(principal)))
+        : Effect.flatMap(authorizeRoute(route, x.headers, options.authenticate, x.method, options.authenticateSession), (principal) => route.handler(x.context(principal)))
       // A handler that is already a successful whole reply (the model list, health) is answered
       // here, without a fiber: the cheapest path for what load balancers and SDKs poll most.
       if (Exit.isExit(handled) && Exit.isSuccess(handled)) {

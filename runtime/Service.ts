@@ -70,6 +70,9 @@ import { summaryRoutes } from "../protocol/routes/summaries.ts"
 import { translateRoutes } from "../protocol/routes/translate.ts"
 import { Summaries, summariesLayer } from "../storage/Summaries.ts"
 import { languageEngineLayers } from "./LanguageEngines.ts"
+import { siteRoutes } from "./SiteRoutes.ts"
+import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
+import { apiKeyScopes } from "../storage/ApiKeys.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
@@ -81,6 +84,7 @@ export interface RunningService {
   readonly users: Users["Service"]
   readonly keys: ApiKeys["Service"]
   readonly credits: Credits["Service"]
+  readonly webSessions: WebSessions["Service"]
 }
 
 /** Languages the TTS model reports: every language of the preset catalogue. */
@@ -106,7 +110,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   const instanceId = newInstanceId()
   const accounts = Layer.mergeAll(
     usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
-    creditsLayer({ instanceId })
+    creditsLayer({ instanceId }),
+    webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 })
   ).pipe(Layer.provideMerge(database))
   const housekeeping = Layer.mergeAll(
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
@@ -215,6 +220,7 @@ export const startServer = Effect.gen(function*() {
   const users = yield* Users
   const keys = yield* ApiKeys
   const credits = yield* Credits
+  const webSessions = yield* WebSessions
   const pool = yield* Inference
   const sql = yield* SqlClient
   const database = yield* Database
@@ -298,8 +304,11 @@ export const startServer = Effect.gen(function*() {
   const server = yield* makeHttpServer({
     host: config.host,
     port: config.port,
-    router: new Router(routes),
+    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions : never>([...routes, ...siteRoutes(config, () => JSON.parse(site.openApi()))]),
     authenticate: (credential) => keys.authenticate(credential),
+    authenticateSession: (token) =>
+      Effect.map(webSessions.find(token), (s) =>
+        s === undefined ? undefined : { principal: { userId: s.userId, keyId: null, scopes: apiKeyScopes }, csrfToken: s.csrfToken }),
     metrics,
     accessLog: config.logLevel === "debug" || config.logLevel === "trace",
     resourceMetadataUrl,
@@ -320,7 +329,8 @@ export const startServer = Effect.gen(function*() {
     drain: server.drain(config.shutdownGraceMs).pipe(Effect.provideContext(context)),
     users,
     keys,
-    credits
+    credits,
+    webSessions
   } satisfies RunningService
 })
 

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 # Debian packages: engines that are not on npm. Missing ones are reported by /readyz and the
 # start-up log instead of stopping the service, so a machine without apt still starts.
 # Tests need a few more (scripts/test.sh sets SPEECH_TEST_APT_PACKAGES): pocketsphinx-testdata
-# (real human English speech) and nginx-light (the HTTP/1.0 proxy test runs a private nginx).
+# (real human English speech), nginx-light (the HTTP/1.0 proxy test runs a private nginx) and
+# chromium (the site's pages are tested in a real browser through playwright-core).
 # Apertium (chunk translation): the engine and the pairs Debian has for English, Spanish,
 # Catalan and Portuguese; the service lists the pairs it finds (GET /api/v1/translate/languages).
 apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt} ${SPEECH_TEST_APT_PACKAGES:-})

@@ -1,0 +1,48 @@
+/**
+ * The site's routes (sign-in, developer and account pages, playground, API reference) with their
+ * settings: secure cookies when SITE_URL is https, the session lifetime, sign-up, and the sign-in
+ * limits. They are mounted beside the API routes but left out of the OpenAPI document.
+ */
+import { Effect } from "effect"
+import type { AppConfigShape } from "./Config.ts"
+import { toApiError } from "../protocol/ApiError.ts"
+import type { Route } from "../protocol/Http.ts"
+import { htmlReply, message, page } from "../protocol/site/Html.ts"
+import { RateLimiter } from "../protocol/RateLimiter.ts"
+import { siteAccountRoutes } from "../protocol/routes/siteAccount.ts"
+import { siteAuthRoutes } from "../protocol/routes/siteAuth.ts"
+import { siteDeveloperRoutes } from "../protocol/routes/siteDeveloper.ts"
+import { sitePageRoutes } from "../protocol/routes/sitePages.ts"
+
+/** Sign-in attempts: 5 per account, then one every 12 s; 30 per client address, then one every 2 s. */
+const PER_ACCOUNT = { perSecond: 1 / 12, burst: 5 }
+const PER_ADDRESS = { perSecond: 1 / 2, burst: 30 }
+
+/** A failure of a page (a bad form, an expired CSRF token, the database down) as a page in words. */
+const asPage = <R>(route: Route<R>): Route<R> => ({
+  ...route,
+  handler: (ctx) =>
+    route.handler(ctx).pipe(Effect.catch((failure) => {
+      const { error, internal } = toApiError(failure)
+      const body = `<h1>That did not work</h1>${message("error", error.message)}<p><a href="/">Home</a> · <a href="/sign-in">Sign in</a></p>`
+      return (internal ? Effect.logError("site page failed", failure) : Effect.void).pipe(
+        Effect.as(htmlReply(error.status, page({ title: "Error", body })))
+      )
+    }))
+})
+
+export const siteRoutes = (config: AppConfigShape, openApi: () => unknown) => {
+  const secureCookies = config.siteUrlText.startsWith("https:")
+  return [
+    ...sitePageRoutes({ apiBase: config.apiBase, openApi }),
+    ...siteAuthRoutes({
+      secureCookies,
+      sessionTtlS: config.sessionTtlH * 3600,
+      signup: config.signup,
+      initialCredits: config.initialCredits,
+      limits: { perAccount: new RateLimiter(PER_ACCOUNT), perAddress: new RateLimiter(PER_ADDRESS) }
+    }),
+    ...siteDeveloperRoutes(),
+    ...siteAccountRoutes({ secureCookies })
+  ].map(asPage)
+}
