@@ -143,6 +143,24 @@ t.test("account page; CSRF, expiry, rate limit, and one user never sees another'
   t.equal(other.status(), 404, "another user's key is not found")
   t.equal((await service.keys.authenticate(aliceAccount.apiKey).pipe(Effect.map(() => "alive"), Effect.runPromise)), "alive")
 
+  // Alice's clone and usage are hers: Bob's browser sees neither.
+  const form = new FormData()
+  form.append("name", "Alice's clone")
+  form.append("files", new Blob([fs.readFileSync(LIBRIVOX_WAV)], { type: "audio/wav" }), "sample.wav")
+  const clone = await fetch(`${site}/api/v1/voices/add`, { method: "POST", headers: { "xi-api-key": aliceAccount.apiKey }, body: form })
+  t.equal(clone.status, 200)
+  const cloneId = ((await clone.json()) as { voice_id: string }).voice_id
+  const spoken = await fetch(`${site}/api/v1/text-to-speech/mari`, { method: "POST", headers: { "xi-api-key": aliceAccount.apiKey, "content-type": "application/json" }, body: JSON.stringify({ text: "tere" }) })
+  const aliceRequest = spoken.headers.get("x-request-id")!
+  await spoken.arrayBuffer()
+  t.ok((await Effect.runPromise(service.credits.ledger(aliceAccount.userId))).some((e) => e.reference === aliceRequest), "Alice's ledger has her request")
+  const bobVoices = (await (await p.request.get(`${site}/api/v1/voices`)).json()) as { voices: Array<{ voice_id: string }> }
+  t.notOk(bobVoices.voices.some((v) => v.voice_id === cloneId), "Bob's voice list has no Alice clone")
+  t.equal((await p.request.get(`${site}/api/v1/voices/${cloneId}`)).status(), 404)
+  t.not((await p.request.get(`${site}/api/v1/voices/${cloneId}/preview`)).status(), 200)
+  await p.goto(`${site}/developer`)
+  t.notOk((await p.content()).includes(aliceRequest), "Bob's usage does not list Alice's request")
+
   // Forms without the session's token, and API calls from the browser without x-csrf-token.
   t.equal((await p.request.post(`${site}/developer/keys`, { form: { name: "x" } })).status(), 403)
   t.equal((await p.request.post(`${site}/developer/keys`, { form: { name: "x", csrf: "wrong" } })).status(), 403)
