@@ -94,7 +94,7 @@ t.test("sign in, mint a key, use it with the ElevenLabs SDK, delete it: 401", as
   t.match(p.url(), /\/sign-in\?next=%2Fdeveloper/u, "signed out: the developer page asks to sign in")
 })
 
-t.test("playground: speech plays as it streams and the audio element has a duration; a real recording is transcribed", async (t) => {
+t.test("playground: speech plays as it streams and the audio element has a duration; a real recording is transcribed and cloned", async (t) => {
   const context = await browser.newContext()
   t.teardown(() => context.close())
   const p = await context.newPage()
@@ -119,6 +119,18 @@ t.test("playground: speech plays as it streams and the audio element has a durat
   t.match(transcript, /[a-z]+ [a-z]+/u, `transcript: ${transcript.slice(0, 80)}`)
   t.ok(await p.locator("#stt-words tbody tr").count() > 5, "word timings listed")
   t.match(await p.locator("#stt-srt").textContent(), /00:00:0\d,\d{3} --> /u, "the SRT is shown")
+
+  await p.locator("#clone-name").fill("My browser clone")
+  await p.locator("#clone-file").setInputFiles(LIBRIVOX_WAV)
+  await p.locator("#clone-create").click()
+  await p.waitForFunction(() => /created/u.test(document.getElementById("clone-status").textContent ?? ""), undefined, { timeout: 120_000 })
+  const preview = await p.evaluate(async () => {
+    const audio = document.getElementById("clone-audio")
+    if (!(audio.duration > 0)) await new Promise((r) => audio.addEventListener("loadedmetadata", r, { once: true }))
+    return audio.duration
+  })
+  t.ok(preview > 0.5, `the clone's preview plays (${preview.toFixed(2)} s, fetched with the session cookie)`)
+  t.match(await p.locator("#tts-voice option:checked").textContent(), /My browser clone/u, "the new clone is selected for speech")
   await screenshot(p, "playground")
   t.same(errors, [], "no script errors")
 })
