@@ -9,6 +9,7 @@
  * No route names one yet; API keys carry every scope (storage/ApiKeys.ts `apiKeyScopes`).
  */
 import { Effect } from "effect"
+import { timingSafeEqual } from "node:crypto"
 import type { Principal } from "../storage/ApiKeys.ts"
 import { ApiError, badRequest, unauthorized } from "./ApiError.ts"
 
@@ -49,6 +50,14 @@ export const cookieValue = (header: string | undefined, name: string): string | 
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 
+/** Constant-time comparison of a presented token with the expected one. */
+const sameSecret = (presented: string | undefined, expected: string) => {
+  if (presented === undefined) return false
+  const a = Buffer.from(presented)
+  const b = Buffer.from(expected)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
 /**
  * A browser's session cookie as the credential of an API call (the playground, clone previews).
  * The cookie is SameSite=Lax, so other sites cannot send it with a POST; a state-changing call
@@ -64,7 +73,7 @@ const sessionPrincipal = (
   if (token === undefined || authenticateSession === undefined) return anonymous
   return Effect.flatMap(authenticateSession(token), (session) => {
     if (session === undefined) return anonymous
-    if (!SAFE_METHODS.has(method.toUpperCase()) && headers["x-csrf-token"] !== session.csrfToken) {
+    if (!SAFE_METHODS.has(method.toUpperCase()) && !sameSecret(headers["x-csrf-token"], session.csrfToken)) {
       return Effect.fail(new ApiError({ status: 403, code: "csrf_failed", message: "a signed-in browser's request must carry the page's CSRF token in x-csrf-token" }))
     }
     return Effect.succeed(session.principal)

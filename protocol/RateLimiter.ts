@@ -35,19 +35,34 @@ export class RateLimiter {
 
   /** Takes a token of `caller`'s bucket if there is one; `now` in milliseconds. */
   take(caller: string, now: number = Date.now()): RateDecision {
-    const { perSecond, burst } = this.options
-    const bucket = this.buckets.get(caller) ?? { tokens: burst, at: now }
-    // Re-inserting keeps the Map in least-recently-used order for eviction.
-    this.buckets.delete(caller)
-    bucket.tokens = Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.at) / 1000) * perSecond)
-    bucket.at = now
-    this.buckets.set(caller, bucket)
-    while (this.buckets.size > this.maxCallers) this.buckets.delete(this.buckets.keys().next().value!)
+    const bucket = this.refill(caller, now)
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1
       return { allowed: true }
     }
-    return { allowed: false, retryAfterS: Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond)) }
+    return this.refusal(bucket)
+  }
+
+  /** Whether `caller` has a token, without taking it (limits that count only failures). */
+  check(caller: string, now: number = Date.now()): RateDecision {
+    const bucket = this.refill(caller, now)
+    return bucket.tokens >= 1 ? { allowed: true } : this.refusal(bucket)
+  }
+
+  private refill(caller: string, now: number): Bucket {
+    const { burst } = this.options
+    const bucket = this.buckets.get(caller) ?? { tokens: burst, at: now }
+    // Re-inserting keeps the Map in least-recently-used order for eviction.
+    this.buckets.delete(caller)
+    bucket.tokens = Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.at) / 1000) * this.options.perSecond)
+    bucket.at = now
+    this.buckets.set(caller, bucket)
+    while (this.buckets.size > this.maxCallers) this.buckets.delete(this.buckets.keys().next().value!)
+    return bucket
+  }
+
+  private refusal(bucket: Bucket): RateDecision {
+    return { allowed: false, retryAfterS: Math.max(1, Math.ceil((1 - bucket.tokens) / this.options.perSecond)) }
   }
 
   /** Buckets held now (for tests of the memory bound). */

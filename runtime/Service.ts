@@ -304,7 +304,7 @@ export const startServer = Effect.gen(function*() {
   const server = yield* makeHttpServer({
     host: config.host,
     port: config.port,
-    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions : never>([...routes, ...siteRoutes(config, () => JSON.parse(site.openApi()))]),
+    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()))]),
     authenticate: (credential) => keys.authenticate(credential),
     authenticateSession: (token) =>
       Effect.map(webSessions.find(token), (s) =>

@@ -14,7 +14,7 @@ import { siteAuthRoutes } from "../protocol/routes/siteAuth.ts"
 import { siteDeveloperRoutes } from "../protocol/routes/siteDeveloper.ts"
 import { sitePageRoutes } from "../protocol/routes/sitePages.ts"
 
-/** Sign-in attempts: 5 per account, then one every 12 s; 30 per client address, then one every 2 s. */
+/** Failed sign-ins per account: 5, then one every 12 s; attempts per client address: 30, then one every 2 s. */
 const PER_ACCOUNT = { perSecond: 1 / 12, burst: 5 }
 const PER_ADDRESS = { perSecond: 1 / 2, burst: 30 }
 
@@ -31,18 +31,19 @@ const asPage = <R>(route: Route<R>): Route<R> => ({
     }))
 })
 
-export const siteRoutes = (config: AppConfigShape, openApi: () => unknown) => {
+export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openApi: () => unknown) => {
   const secureCookies = config.siteUrlText.startsWith("https:")
+  const limits = { perAccount: new RateLimiter(PER_ACCOUNT), perAddress: new RateLimiter(PER_ADDRESS) }
   return [
-    ...sitePageRoutes({ apiBase: config.apiBase, openApi }),
+    ...sitePageRoutes({ apiBase: config.apiBase, siteUrl, openApi }),
     ...siteAuthRoutes({
       secureCookies,
       sessionTtlS: config.sessionTtlH * 3600,
       signup: config.signup,
       initialCredits: config.initialCredits,
-      limits: { perAccount: new RateLimiter(PER_ACCOUNT), perAddress: new RateLimiter(PER_ADDRESS) }
+      limits
     }),
     ...siteDeveloperRoutes(),
-    ...siteAccountRoutes({ secureCookies })
+    ...siteAccountRoutes({ secureCookies, perAccount: limits.perAccount })
   ].map(asPage)
 }

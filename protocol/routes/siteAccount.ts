@@ -5,6 +5,7 @@
  */
 import { Effect } from "effect"
 import type { Route } from "../Http.ts"
+import type { RateLimiter } from "../RateLimiter.ts"
 import { clearSessionCookie } from "../site/Cookies.ts"
 import { csrfField, esc, htmlReply, message, page, redirect } from "../site/Html.ts"
 import { checkCsrf, readForm, requireSignedIn, type SignedIn } from "../site/SiteSession.ts"
@@ -31,7 +32,13 @@ const accountPage = (s: SignedIn, status: number, note?: { kind: "error" | "noti
   return htmlReply(status, page({ title: "Account", user: { email: s.user.email, name: s.user.name }, csrfToken: csrf, body }))
 }
 
-export const siteAccountRoutes = (o: { readonly secureCookies: boolean }): ReadonlyArray<Route<Users | WebSessions>> => [
+export interface SiteAccountOptions {
+  readonly secureCookies: boolean
+  /** The sign-in limit's per-account buckets: a wrong current password costs a token too. */
+  readonly perAccount: RateLimiter
+}
+
+export const siteAccountRoutes = (o: SiteAccountOptions): ReadonlyArray<Route<Users | WebSessions>> => [
   { ...SITE, method: "GET", path: "/account", operationId: "siteAccount", summary: "Account page", handler: (ctx) => requireSignedIn(ctx, (s) => Effect.succeed(accountPage(s, 200))) },
   {
     ...SITE,
@@ -47,7 +54,12 @@ export const siteAccountRoutes = (o: { readonly secureCookies: boolean }): Reado
           const users = yield* Users
           const record = s.user.email === undefined ? undefined : yield* users.findByEmail(s.user.email)
           const current = form.get("current") ?? ""
+          // A stolen session must not become a password-guessing oracle: the same budget as sign-in.
+          const account = `user:${s.user.userId}`
+          const allowed = o.perAccount.check(account)
+          if (!allowed.allowed) return accountPage(s, 429, { kind: "error", text: `Too many wrong passwords. Try again in ${allowed.retryAfterS} seconds.` })
           if (record?.passwordHash === undefined || !(yield* verifyPassword(record.passwordHash, current.slice(0, 1024)))) {
+            o.perAccount.take(account)
             return accountPage(s, 400, { kind: "error", text: "The current password is wrong." })
           }
           const next = form.get("new") ?? ""

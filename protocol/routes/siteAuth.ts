@@ -3,8 +3,11 @@
  *
  * - Sign-in checks the e-mail and password (argon2id, storage/Passwords.ts); a wrong e-mail and
  *   a wrong password get the same answer in the same time (an unknown e-mail is verified against
- *   a decoy hash). Failures are rate limited per account and per client address (token buckets,
- *   `SignInLimits`), whichever runs out first, before the password is checked.
+ *   a decoy hash). Limits (token buckets, `SignInLimits`), checked before the password: every
+ *   attempt per client address; failed attempts per account, keyed by the account found (so
+ *   spellings the database folds together, "İ" and "i", share one bucket), or by the e-mail as
+ *   typed when there is none. A success costs the account nothing, so a stranger's failures
+ *   slow its owner to one attempt every 12 s but never lock them out for longer.
  * - The sign-in and sign-up forms carry a double-submit CSRF token (a cookie and a field), so
  *   another site cannot sign a browser into an account of its choosing.
  * - A session is a random token in an HttpOnly, SameSite=Lax cookie (Secure on https), stored
@@ -39,7 +42,8 @@ export interface SiteAuthOptions {
 }
 
 const SITE = { auth: "none" as const, tags: ["site"], responses: { 200: { description: "an HTML page" } } }
-const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}$/u
+/** An address without spaces, controls, invisible characters or markup: one look-alike less. */
+const EMAIL = /^[^\s@<>"'`\p{C}]{1,64}@[^\s@<>"'`\p{C}]{1,251}\.[^\s@<>"'`\p{C}.]{2,63}$/u
 
 /** The sign-in form's token: the cookie's when the browser has one, else a new one to set. */
 const loginToken = (ctx: RequestContext) => {
@@ -74,16 +78,18 @@ ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>`
       yield* checkCsrf(form, cookieValue(ctx.request.headers["cookie"], LOGIN_CSRF_COOKIE))
       const email = (form.get("email") ?? "").trim().slice(0, 320)
       const password = form.get("password") ?? ""
-      const byAccount = o.limits.perAccount.take(`acct:${email.toLowerCase()}`)
       const byAddress = o.limits.perAddress.take(`addr:${ctx.request.remoteAddress}`)
+      const user = byAddress.allowed ? yield* (yield* Users).findByEmail(email) : undefined
+      const account = user !== undefined ? `user:${user.userId}` : `email:${email.normalize("NFKC").toLowerCase()}`
+      const byAccount = o.limits.perAccount.check(account)
       if (!byAccount.allowed || !byAddress.allowed) {
         const wait = Math.max(byAccount.allowed ? 0 : byAccount.retryAfterS, byAddress.allowed ? 0 : byAddress.retryAfterS)
         return signInPage(ctx, 429, `Too many sign-in attempts. Try again in ${wait} seconds.`, email)
       }
-      const user = yield* (yield* Users).findByEmail(email)
       const phc = user?.passwordHash ?? (yield* decoyHash())
       const ok = (yield* verifyPassword(phc, password.slice(0, 1024))) && user?.passwordHash !== undefined
       if (!ok || user === undefined) {
+        o.limits.perAccount.take(account)
         yield* Effect.logInfo("sign-in refused", { address: ctx.request.remoteAddress })
         return signInPage(ctx, 401, "That e-mail and password do not match an account.", email)
       }
@@ -114,10 +120,11 @@ ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>`
         Effect.gen(function*() {
           const form = yield* readForm(ctx)
           const current = yield* signedIn(ctx)
-          if (current !== undefined) {
-            yield* checkCsrf(form, current.session.csrfToken)
-            yield* (yield* WebSessions).end(current.token)
-          }
+          // Without a session there is nothing to end, and the cookie is left alone: a form on
+          // another site (which cannot send the SameSite=Lax cookie) must not sign anyone out.
+          if (current === undefined) return redirect("/")
+          yield* checkCsrf(form, current.session.csrfToken)
+          yield* (yield* WebSessions).end(current.token)
           return redirect("/", { "set-cookie": clearSessionCookie(o.secureCookies) })
         })
     }

@@ -25,6 +25,8 @@ const PLAYGROUND = asset("playground.html").toString("utf8")
 
 export interface SitePagesOptions {
   readonly apiBase: string
+  /** The site's public URL (known only after listening when PORT=0). */
+  readonly siteUrl: () => string
   /** The OpenAPI document (built once, on first use). */
   readonly openApi: () => unknown
 }
@@ -49,7 +51,7 @@ export const sitePageRoutes = (o: SitePagesOptions): ReadonlyArray<Route<Users |
 <li><a href="/developer">Developer page</a>: your API keys, credits and usage</li></ul>
 ${s === undefined ? `<p><a href="/sign-in">Sign in</a> to get an API key.</p>` : `<p>Signed in as ${esc(s.user.email ?? s.user.name)}.</p>`}
 <h2>Point a client at it</h2><pre><code>import { ElevenLabsClient } from "@elevenlabs/elevenlabs-js"
-const client = new ElevenLabsClient({ apiKey: process.env.KEY, baseUrl: "${"{this site}"}/api" })</code></pre>`
+const client = new ElevenLabsClient({ apiKey: process.env.KEY, baseUrl: "${esc(o.siteUrl())}/api" })</code></pre>`
         })))
   },
   {

@@ -51,7 +51,12 @@ export const readForm = (ctx: RequestContext) =>
       return yield* new ApiError({ status: 415, code: "unsupported_media_type", message: "forms are sent as application/x-www-form-urlencoded" })
     }
     const bytes = yield* ctx.body.bytes(MAX_FORM_BYTES)
-    return new URLSearchParams(new TextDecoder().decode(bytes))
+    const form = new URLSearchParams(new TextDecoder().decode(bytes))
+    // PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database.
+    for (const value of form.values()) {
+      if (value.includes("\u0000")) return yield* new ApiError({ status: 400, code: "invalid_request", message: "a form field contains a NUL character" })
+    }
+    return form
   })
 
 const sameToken = (a: string | null | undefined, b: string | undefined) => {

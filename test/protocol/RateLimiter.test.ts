@@ -38,3 +38,12 @@ t.test("property: over any window no caller gets more than burst + rate × secon
     )
   )
 })
+
+t.test("check looks without taking: only take empties a bucket", async (t) => {
+  const limiter = new RateLimiter({ perSecond: 1, burst: 2 })
+  for (let i = 0; i < 10; i++) t.same(limiter.check("a", 0), { allowed: true })
+  t.same(limiter.take("a", 0), { allowed: true })
+  t.same(limiter.take("a", 0), { allowed: true })
+  t.same(limiter.check("a", 0), { allowed: false, retryAfterS: 1 })
+  t.same(limiter.check("a", 1000), { allowed: true }, "refilled by time, as take sees it")
+})

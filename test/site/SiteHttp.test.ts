@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import t from "tap"
 import { authorizeRoute, cookieValue } from "../../protocol/Authorization.ts"
 import { safeNext } from "../../protocol/site/SiteSession.ts"
+import { hashPassword } from "../../storage/Passwords.ts"
 import { startTestService } from "../support/service.ts"
 
 const service = await startTestService(t, { SIGNUP: "open", INITIAL_CREDITS: "777" })
@@ -98,4 +99,29 @@ t.test("the session cookie as an API credential", async (t) => {
   t.equal(await authorize("key", "GET", { cookie: "svc_session=stale" }), "refused 401", "an unknown session is no credential")
   t.equal(await authorize("optional", "POST", { cookie: "svc_session=stale" }), "anonymous")
   t.equal(await authorize("optional", "GET", {}), "anonymous")
+})
+
+t.test("outside attack fixes: folded spellings share a bucket, no cross-site sign-out, NUL is a 400, the current password is not an oracle", async (t) => {
+  await Effect.runPromise(service.users.createUserWithKey({ name: "ivy", email: "ivy@example.com", passwordHash: await Effect.runPromise(hashPassword("ivy's long password")) }))
+  const c = client()
+  const csrf = tokenIn(await (await c.request("/sign-in")).text())
+  for (let i = 0; i < 5; i++) t.equal((await c.form("/sign-in", { csrf, email: "ivy@example.com", password: "wrong password" })).status, 401)
+  t.equal((await c.form("/sign-in", { csrf, email: "ivy@example.com", password: "ivy's long password" })).status, 429, "limited: the right password waits too")
+  t.not((await c.form("/sign-in", { csrf, email: "\u0130vy@example.com", password: "ivy's long password" })).status, 303, "İ is not a way around the limit")
+  t.equal((await c.form("/sign-in", { csrf, email: "ivy\u0000@example.com", password: "x" })).status, 400, "NUL")
+
+  const d = client()
+  const token = tokenIn(await (await d.request("/sign-in")).text())
+  t.equal((await d.form("/sign-in", { csrf: token, email: "new@example.com", password: "long enough pw" })).status, 303)
+  const crossSite = await fetch(`${site}/sign-out`, { method: "POST", redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "" })
+  t.equal(crossSite.status, 303)
+  t.equal(crossSite.headers.get("set-cookie"), null, "no session cookie sent: nothing cleared")
+  t.equal((await d.form("/sign-out", {})).status, 403, "with the cookie but without the token")
+  t.equal((await d.request("/developer")).status, 200, "still signed in")
+
+  const account = await d.request("/account")
+  const sessionCsrf = /name="csrf-token" content="([^"]+)"/u.exec(await account.text())![1]!
+  const statuses: Array<number> = []
+  for (let i = 0; i < 6; i++) statuses.push((await d.form("/account/password", { csrf: sessionCsrf, current: "guess number " + i, new: "whatever new pw", confirm: "whatever new pw" })).status)
+  t.same(statuses, [400, 400, 400, 400, 400, 429], "wrong current passwords share the sign-in budget")
 })
