@@ -129,8 +129,14 @@ export const authenticateChallenge = (resourceMetadataUrl: string | undefined): 
 
 const anonymous = Effect.succeed(null)
 
-const insufficientScope = (scope: string) =>
-  new ApiError({ status: 403, code: "insufficient_scope", message: `this credential lacks the "${scope}" scope` })
+/** 403 with the RFC 6750 challenge naming the scope to ask for. */
+export const insufficientScope = (scope: string) =>
+  new ApiError({
+    status: 403,
+    code: "insufficient_scope",
+    message: `this credential lacks the "${scope}" scope`,
+    headers: { "www-authenticate": `Bearer error="insufficient_scope", scope="${scope}"` }
+  })
 
 /**
  * The principal a request acts as (null: anonymous), or the refusal. A credential that is

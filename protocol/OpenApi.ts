@@ -76,10 +76,11 @@ export const buildOpenApi = (routes: ReadonlyArray<Route<any>>, info: { siteUrl:
         }
         : {}),
       responses,
+      // An OAuth token needs the route's scope (protocol/oauth/OAuthScopes.ts); API keys hold every scope.
       security: route.auth === "key"
-        ? [{ ApiKeyAuth: [] }, { BearerAuth: [] }]
+        ? [{ ApiKeyAuth: [] }, { BearerAuth: route.scope === undefined ? [] : [route.scope] }]
         : route.auth === "optional"
-        ? [{}, { ApiKeyAuth: [] }, { BearerAuth: [] }]
+        ? [{}, { ApiKeyAuth: [] }, { BearerAuth: route.scope === undefined ? [] : [route.scope] }]
         : []
     }
     paths[route.path] = { ...(paths[route.path] ?? {}), [route.method.toLowerCase()]: operation }

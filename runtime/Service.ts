@@ -73,6 +73,9 @@ import { languageEngineLayers } from "./LanguageEngines.ts"
 import { siteRoutes } from "./SiteRoutes.ts"
 import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
 import { apiKeyScopes } from "../storage/ApiKeys.ts"
+import { OAuthStore, oauthStoreLayer } from "../storage/OAuthStore.ts"
+import { withScopes } from "../protocol/oauth/OAuthScopes.ts"
+import { credentialAuthenticator } from "./Credentials.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
 
@@ -111,7 +114,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   const accounts = Layer.mergeAll(
     usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
     creditsLayer({ instanceId }),
-    webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 })
+    webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 }),
+    oauthStoreLayer
   ).pipe(Layer.provideMerge(database))
   const housekeeping = Layer.mergeAll(
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
@@ -221,6 +225,7 @@ export const startServer = Effect.gen(function*() {
   const keys = yield* ApiKeys
   const credits = yield* Credits
   const webSessions = yield* WebSessions
+  const authenticate = credentialAuthenticator(keys, yield* OAuthStore)
   const pool = yield* Inference
   const sql = yield* SqlClient
   const database = yield* Database
@@ -232,7 +237,9 @@ export const startServer = Effect.gen(function*() {
   const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
   const siteAddress = yield* SiteAddress
-  const routes: Array<Route<Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | Summaries | Summarizer | Translator>> = [
+  type ApiServices = Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | Summaries | Summarizer | Translator
+  // Every route gets the OAuth scope it needs (protocol/oauth/OAuthScopes.ts); API keys hold them all.
+  const routes: Array<Route<ApiServices>> = withScopes<ApiServices>(config.apiBase, [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
     ...voiceCatalogueRoutes({ apiBase: config.apiBase, siteUrl: () => siteUrl }),
     ...ttsRoutes({
@@ -265,7 +272,7 @@ export const startServer = Effect.gen(function*() {
     ...(config.blobStore === "local"
       ? uploadRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp"), secret: yield* sharedSecret("upload_signing").pipe(Effect.provideService(SqlClient, sql)) })
       : [])
-  ]
+  ])
   let openApiText: string | undefined
   const site = SiteInfo.of({
     get siteUrl() {
@@ -285,7 +292,7 @@ export const startServer = Effect.gen(function*() {
     apiBase: config.apiBase,
     enabled: config.wsEnabled,
     idleTimeoutMs: config.wsIdleTimeoutS * 1000,
-    authenticate: (credential) => keys.authenticate(credential),
+    authenticate,
     resourceMetadataUrl
   })
   const metricsText = MetricsText.of({
@@ -304,8 +311,8 @@ export const startServer = Effect.gen(function*() {
   const server = yield* makeHttpServer({
     host: config.host,
     port: config.port,
-    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()))]),
-    authenticate: (credential) => keys.authenticate(credential),
+    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions | OAuthStore : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()))]),
+    authenticate,
     authenticateSession: (token) =>
       Effect.map(webSessions.find(token), (s) =>
         s === undefined ? undefined : { principal: { userId: s.userId, keyId: null, scopes: apiKeyScopes }, csrfToken: s.csrfToken }),

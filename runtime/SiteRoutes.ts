@@ -1,5 +1,6 @@
 /**
- * The site's routes (sign-in, developer and account pages, playground, API reference) with their
+ * The site's routes (sign-in, developer and account pages, playground, API reference) and the
+ * OAuth authorization server's, with their
  * settings: secure cookies when SITE_URL is https, the session lifetime, sign-up, and the sign-in
  * limits. They are mounted beside the API routes but left out of the OpenAPI document.
  */
@@ -7,12 +8,18 @@ import { Effect } from "effect"
 import type { AppConfigShape } from "./Config.ts"
 import { toApiError } from "../protocol/ApiError.ts"
 import type { Route } from "../protocol/Http.ts"
+import type { ApiKeys } from "../storage/ApiKeys.ts"
+import type { Credits } from "../storage/Credits.ts"
+import type { OAuthStore } from "../storage/OAuthStore.ts"
+import type { Users } from "../storage/Users.ts"
+import type { WebSessions } from "../storage/WebSessions.ts"
 import { htmlReply, message, page } from "../protocol/site/Html.ts"
 import { RateLimiter } from "../protocol/RateLimiter.ts"
 import { siteAccountRoutes } from "../protocol/routes/siteAccount.ts"
 import { siteAuthRoutes } from "../protocol/routes/siteAuth.ts"
 import { siteDeveloperRoutes } from "../protocol/routes/siteDeveloper.ts"
 import { sitePageRoutes } from "../protocol/routes/sitePages.ts"
+import { oauthRoutes } from "../protocol/routes/oauth.ts"
 
 /** Failed sign-ins per account: 5, then one every 12 s; attempts per client address: 30, then one every 2 s. */
 const PER_ACCOUNT = { perSecond: 1 / 12, burst: 5 }
@@ -34,7 +41,8 @@ const asPage = <R>(route: Route<R>): Route<R> => ({
 export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openApi: () => unknown) => {
   const secureCookies = config.siteUrlText.startsWith("https:")
   const limits = { perAccount: new RateLimiter(PER_ACCOUNT), perAddress: new RateLimiter(PER_ADDRESS) }
-  return [
+  type SiteServices = Users | WebSessions | ApiKeys | Credits | OAuthStore
+  const pages: Array<Route<SiteServices>> = [
     ...sitePageRoutes({ apiBase: config.apiBase, siteUrl, openApi }),
     ...siteAuthRoutes({
       secureCookies,
@@ -45,5 +53,9 @@ export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openAp
     }),
     ...siteDeveloperRoutes(),
     ...siteAccountRoutes({ secureCookies, perAccount: limits.perAccount })
-  ].map(asPage)
+  ].map((r) => asPage<SiteServices>(r))
+  // The OAuth endpoints answer programs in JSON (RFC 6749 errors); only the browser-facing
+  // authorization endpoint turns failures into pages.
+  const oauth: Array<Route<SiteServices>> = oauthRoutes({ siteUrl }).map((r) => (r.path.endsWith("/authorize") ? asPage<SiteServices>(r) : r))
+  return [...pages, ...oauth]
 }

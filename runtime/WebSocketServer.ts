@@ -35,7 +35,7 @@ import { resolveSessionVoice, runTtsSession, type SessionMode, type SessionOptio
 import { Inbox, type SessionEnd, type SessionOutput, type SessionSocket, SocketGone } from "../actors/TtsSessionMessages.ts"
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
 import { ApiError, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
-import { type Authenticate, authenticateChallenge, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
+import { type Authenticate, authenticateChallenge, insufficientScope, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
 import { CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
 import { inactivityTimeoutMs, sessionFormat } from "../protocol/ws/SessionQuery.ts"
 import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame } from "../protocol/ws/TtsFrames.ts"
@@ -257,6 +257,8 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
         return yield* socketCredentialRequired()
       }
       const principal = yield* options.authenticate(credential)
+      // An OAuth token must hold the synthesis scope; API keys hold every scope.
+      if (!principal.scopes.includes("tts")) return yield* insufficientScope("tts")
       const format = yield* Effect.try({ try: () => sessionFormat(mode, query.get("output_format") ?? undefined), catch: (e) => e })
       const idleTimeoutMs = yield* Effect.try({
         try: () => inactivityTimeoutMs(query.get("inactivity_timeout") ?? undefined, options.idleTimeoutMs),

@@ -14,6 +14,7 @@ import recognitionJobs from "./migrations/0004_recognition_jobs.ts"
 import savedSpeakers from "./migrations/0005_saved_speakers.ts"
 import summaries from "./migrations/0006_summaries.ts"
 import site from "./migrations/0007_site.ts"
+import oauth from "./migrations/0008_oauth.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
@@ -22,7 +23,8 @@ export const migrations = {
   "0004_recognition_jobs": recognitionJobs,
   "0005_saved_speakers": savedSpeakers,
   "0006_summaries": summaries,
-  "0007_site": site
+  "0007_site": site,
+  "0008_oauth": oauth
 }
 
 export const migrationsTable = "speech_migrations"

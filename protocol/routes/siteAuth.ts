@@ -19,7 +19,8 @@ import { cookieValue } from "../Authorization.ts"
 import type { Reply, RequestContext, Route } from "../Http.ts"
 import type { RateLimiter } from "../RateLimiter.ts"
 import { clearSessionCookie, LOGIN_CSRF_COOKIE, sessionCookie, setCookie } from "../site/Cookies.ts"
-import { csrfField, esc, htmlReply, message, page, redirect } from "../site/Html.ts"
+import { contentSecurityPolicy, csrfField, esc, htmlReply, message, page, redirect } from "../site/Html.ts"
+import { redirectUriProblem } from "../oauth/OAuthRequests.ts"
 import { checkCsrf, readForm, safeNext, signedIn } from "../site/SiteSession.ts"
 import { decoyHash, hashPassword, passwordProblem, verifyPassword } from "../../storage/Passwords.ts"
 import { Users } from "../../storage/Users.ts"
@@ -45,6 +46,18 @@ const SITE = { auth: "none" as const, tags: ["site"], responses: { 200: { descri
 /** An address without spaces, controls, invisible characters or markup: one look-alike less. */
 const EMAIL = /^[^\s@<>"'`\p{C}]{1,64}@[^\s@<>"'`\p{C}]{1,251}\.[^\s@<>"'`\p{C}.]{2,63}$/u
 
+/**
+ * Signing in on the way to an OAuth authorization whose grant is remembered ends in a redirect to
+ * the client: browsers check that redirect against the sign-in form's CSP form-action, so the
+ * client's redirect origin is allowed there. Only an https or loopback origin, and the
+ * authorization endpoint still refuses a redirect URI its client did not register.
+ */
+const returnOrigin = (next: string): Array<string> => {
+  if (!next.startsWith("/api/auth/mcp/authorize?")) return []
+  const uri = new URLSearchParams(next.slice(next.indexOf("?") + 1)).get("redirect_uri")
+  return uri !== null && redirectUriProblem(uri) === undefined ? [new URL(uri).origin] : []
+}
+
 /** The sign-in form's token: the cookie's when the browser has one, else a new one to set. */
 const loginToken = (ctx: RequestContext) => {
   const existing = cookieValue(ctx.request.headers["cookie"], LOGIN_CSRF_COOKIE)
@@ -63,7 +76,10 @@ export const siteAuthRoutes = (o: SiteAuthOptions): ReadonlyArray<Route<Users | 
 <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
 <button type="submit">Sign in</button></form>
 ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>` : `<p>Accounts are made by the operator of this service.</p>`}`
-    return htmlReply(status, page({ title: "Sign in", body }), fresh ? { "set-cookie": loginCookie(token) } : {})
+    return htmlReply(status, page({ title: "Sign in", body }), {
+      ...(fresh ? { "set-cookie": loginCookie(token) } : {}),
+      "content-security-policy": contentSecurityPolicy(returnOrigin(next))
+    })
   }
 
   const startSession = (userId: string, next: string) =>

@@ -9,12 +9,18 @@ import { Reply } from "../Http.ts"
 export const esc = (value: unknown): string =>
   String(value ?? "").replace(/[&<>"']/gu, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
+/**
+ * Same-origin everything; blob: audio for the playground's replay; no inline script or style.
+ * `formTargets`: origins a form may end up at besides this one (browsers apply form-action to
+ * the redirect after a POST: the OAuth consent form returns to the client's redirect URI).
+ */
+export const contentSecurityPolicy = (formTargets: ReadonlyArray<string> = []) =>
+  `default-src 'self'; media-src 'self' blob:; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'${formTargets.map((o) => ` ${o}`).join("")}; frame-ancestors 'none'`
+
 const SECURITY_HEADERS = {
   "content-type": "text/html; charset=utf-8",
   "cache-control": "no-store",
-  // Same-origin everything; blob: audio for the playground's replay; no inline script or style.
-  "content-security-policy":
-    "default-src 'self'; media-src 'self' blob:; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  "content-security-policy": contentSecurityPolicy(),
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
   "referrer-policy": "same-origin"
