@@ -311,7 +311,7 @@ export const startServer = Effect.gen(function*() {
   const server = yield* makeHttpServer({
     host: config.host,
     port: config.port,
-    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions | OAuthStore : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()))]),
+    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions | OAuthStore : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()), version)]),
     authenticate,
     authenticateSession: (token) =>
       Effect.map(webSessions.find(token), (s) =>

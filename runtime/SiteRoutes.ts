@@ -20,6 +20,8 @@ import { siteAuthRoutes } from "../protocol/routes/siteAuth.ts"
 import { siteDeveloperRoutes } from "../protocol/routes/siteDeveloper.ts"
 import { sitePageRoutes } from "../protocol/routes/sitePages.ts"
 import { oauthRoutes } from "../protocol/routes/oauth.ts"
+import { mcpRoutes } from "../protocol/routes/mcp.ts"
+import * as path from "node:path"
 
 /** Failed sign-ins per account: 5, then one every 12 s; attempts per client address: 30, then one every 2 s. */
 const PER_ACCOUNT = { perSecond: 1 / 12, burst: 5 }
@@ -38,7 +40,11 @@ const asPage = <R>(route: Route<R>): Route<R> => ({
     }))
 })
 
-export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openApi: () => unknown) => {
+/** MCP sessions: at most this many open, each closed after this long without a request. */
+const MCP_MAX_SESSIONS = 1000
+const MCP_IDLE_MS = 30 * 60_000
+
+export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openApi: () => unknown, version: string) => {
   const secureCookies = config.siteUrlText.startsWith("https:")
   const limits = { perAccount: new RateLimiter(PER_ACCOUNT), perAddress: new RateLimiter(PER_ADDRESS) }
   type SiteServices = Users | WebSessions | ApiKeys | Credits | OAuthStore
@@ -57,5 +63,6 @@ export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openAp
   // The OAuth endpoints answer programs in JSON (RFC 6749 errors); only the browser-facing
   // authorization endpoint turns failures into pages.
   const oauth: Array<Route<SiteServices>> = oauthRoutes({ siteUrl }).map((r) => (r.path.endsWith("/authorize") ? asPage<SiteServices>(r) : r))
-  return [...pages, ...oauth]
+  const mcp = mcpRoutes({ siteUrl, version, tmpDir: path.join(config.dataDir, "tmp"), maxSessions: MCP_MAX_SESSIONS, idleMs: MCP_IDLE_MS })
+  return [...pages, ...oauth, ...mcp]
 }

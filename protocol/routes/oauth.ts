@@ -60,8 +60,8 @@ export const oauthRoutes = (o: OAuthRouteOptions): ReadonlyArray<Route<OAuthStor
       .map(([k, v]) => `<input type="hidden" name="${k}" value="${esc(v)}">`).join("")
     const body = `<h1>Allow ${esc(r.client.name)}?</h1>
 <section class="card"><p><strong>${esc(r.client.name)}</strong> wants to use your account. After you answer, you go back to <strong id="redirect-host">${esc(new URL(r.redirectUri).host)}</strong>.</p>
-<p>It asks to:</p><ul id="scopes">${r.scopes.map((s) => `<li><code>${esc(s)}</code>: ${esc(SCOPES[s] ?? s)}</li>`).join("")}</ul>
 <form method="post" action="${AUTH_BASE}/authorize">${csrfField(csrf)}${hidden}
+<fieldset><legend>It asks to (untick what you do not want to allow):</legend><ul id="scopes">${r.scopes.map((s) => `<li><input type="checkbox" name="grant" value="${esc(s)}" id="grant-${esc(s)}" checked> <label for="grant-${esc(s)}" class="inline"><code>${esc(s)}</code>: ${esc(SCOPES[s] ?? s)}</label></li>`).join("")}</ul></fieldset>
 <button type="submit" name="decision" value="allow">Allow</button><button type="submit" name="decision" value="deny" class="secondary">Deny</button></form>
 <p>You can withdraw this later on your <a href="/account">account page</a>.</p></section>`
     return htmlReply(200, page({ title: "Allow access", user, csrfToken: csrf, body }), { "content-security-policy": contentSecurityPolicy([new URL(r.redirectUri).origin]) })
@@ -71,12 +71,12 @@ export const oauthRoutes = (o: OAuthRouteOptions): ReadonlyArray<Route<OAuthStor
     htmlReply(status, page({ title: "Authorization failed", body: `<h1>Authorization failed</h1>${message("error", text)}` }))
 
   /** Issues a code for an allowed request and sends the browser back to the client. */
-  const approve = (userId: string, req: ReturnType<typeof checkAuthorization> & { _tag: "Ok" }) =>
+  const approve = (userId: string, req: ReturnType<typeof checkAuthorization> & { _tag: "Ok" }, granted: ReadonlyArray<string>) =>
     Effect.gen(function*() {
       const store = yield* OAuthStore
       const r = req.request
-      const grantId = yield* store.consent(userId, r.client.clientId, r.scopes)
-      const code = yield* store.createCode({ grantId, clientId: r.client.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge, scopes: r.scopes.join(" "), nonce: r.nonce })
+      const grantId = yield* store.consent(userId, r.client.clientId, granted)
+      const code = yield* store.createCode({ grantId, clientId: r.client.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge, scopes: granted.join(" "), nonce: r.nonce })
       return redirect(redirectWith(r.redirectUri, { code, state: r.state, iss: o.siteUrl() }))
     })
 
@@ -95,11 +95,16 @@ export const oauthRoutes = (o: OAuthRouteOptions): ReadonlyArray<Route<OAuthStor
         if (decision === "deny") {
           return redirect(redirectWith(check.request.redirectUri, { error: "access_denied", error_description: "the user denied access", state: check.request.state, iss: o.siteUrl() }))
         }
-        if (decision === "allow") return yield* approve(s.user.userId, check)
+        // The user may untick scopes; the code carries only what was left ticked.
+        const granted = check.request.scopes.filter((x) => form.getAll("grant").includes(x))
+        if (decision === "allow" && granted.length === 0) {
+          return redirect(redirectWith(check.request.redirectUri, { error: "access_denied", error_description: "the user allowed no scope", state: check.request.state, iss: o.siteUrl() }))
+        }
+        if (decision === "allow") return yield* approve(s.user.userId, check, granted)
       }
       // A grant remembered from an earlier consent that covers every scope asked: no page.
       const remembered = yield* store.liveGrant(s.user.userId, check.request.client.clientId)
-      if (remembered !== undefined && check.request.scopes.every((x) => remembered.scopes.includes(x))) return yield* approve(s.user.userId, check)
+      if (remembered !== undefined && check.request.scopes.every((x) => remembered.scopes.includes(x))) return yield* approve(s.user.userId, check, check.request.scopes)
       return consentPage(ctx, s.session.csrfToken, user, check)
     })
 

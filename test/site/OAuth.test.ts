@@ -166,13 +166,14 @@ t.test("attacks: PKCE, code replay, redirect mismatch, consent denied and CSRF, 
       method: "POST",
       redirect: "manual",
       headers: { cookie, "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ response_type: "code", client_id, redirect_uri: redirectUri, state: "s1", scope: "voices", code_challenge: challenge, code_challenge_method: "S256", ...fields })
+      body: new URLSearchParams({ response_type: "code", client_id, redirect_uri: redirectUri, state: "s1", scope: "voices", code_challenge: challenge, code_challenge_method: "S256", grant: "voices", ...fields })
     })
   t.equal((await consent({ decision: "allow" })).status, 403, "no CSRF token")
   t.equal((await consent({ decision: "allow", csrf: "forged" })).status, 403)
   const denied = await consent({ decision: "deny", csrf: session.csrfToken })
   t.equal(await errorOf(denied), "access_denied")
   t.equal(new URL(denied.headers.get("location")!).searchParams.get("state"), "s1")
+  t.equal(await errorOf(await consent({ decision: "allow", csrf: session.csrfToken, grant: "" })), "access_denied", "every scope unticked")
   const allowed = await consent({ decision: "allow", csrf: session.csrfToken })
   const code = new URL(allowed.headers.get("location")!).searchParams.get("code")!
   t.match(code, /^oac_/u)

@@ -1,0 +1,162 @@
+/**
+ * The MCP tools (SPEC 5: one scope family each), calling the same actors as the HTTP routes:
+ * synthesis (`tts`), voices (`voices`), transcription (`asr`), summaries (`summary`) and
+ * translation (`translate`). A tool whose scope the token lacks answers an MCP tool error that
+ * names the scope; domain errors answer tool errors with the API's code and message. Credits are
+ * charged exactly as on the HTTP routes (the actors do it).
+ */
+import { Effect } from "effect"
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import { mkdirSync, rmSync, writeFileSync } from "node:fs"
+import { randomBytes } from "node:crypto"
+import * as path from "node:path"
+import { z } from "zod"
+import { prepareChunk, runChunk } from "../../actors/ChunkTranslation.ts"
+import { prepareSpeech, synthesizeWhole } from "../../actors/SpeechRequest.ts"
+import { summarizeJob, summaryWire } from "../../actors/Summarization.ts"
+import { Transcriber } from "../../actors/Transcription.ts"
+import { VoiceCloning } from "../../actors/VoiceCloning.ts"
+import { Synthesizer } from "../../actors/Synthesizer.ts"
+import { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
+import type { Principal } from "../../storage/ApiKeys.ts"
+import { toApiError } from "../ApiError.ts"
+import { visibleJob } from "../routes/jobs.ts"
+
+/** Runs an effect with the service's context (the route captures it per request). */
+export type Run = <A>(effect: Effect.Effect<A, unknown, any>) => Promise<A>
+
+export interface ToolContext {
+  readonly principal: Principal
+  readonly run: Run
+  readonly tmpDir: string
+}
+
+/** Most bytes of base64 audio a tool accepts (decoded): 20 MB. */
+const MAX_AUDIO_BYTES = 20 * 1024 * 1024
+
+const text = (t: string): CallToolResult => ({ content: [{ type: "text", text: t }] })
+const failure = (t: string): CallToolResult => ({ content: [{ type: "text", text: t }], isError: true })
+
+/** A tool body guarded by its scope, with domain errors turned into tool errors. */
+const guarded = (ctx: ToolContext, scope: string, body: () => Promise<CallToolResult>) => async (): Promise<CallToolResult> => {
+  if (!ctx.principal.scopes.includes(scope)) return failure(`this tool needs the "${scope}" scope, which this connection was not granted; authorize again asking for it`)
+  try {
+    return await body()
+  } catch (e) {
+    const { error, internal } = toApiError(e)
+    if (internal) await ctx.run(Effect.logError("MCP tool failed", e)).catch(() => {})
+    return failure(`${error.code}: ${error.message}`)
+  }
+}
+
+export const registerTools = (server: McpServer, ctx: ToolContext) => {
+  const userId = ctx.principal.userId
+
+  server.registerTool("synthesize_speech", {
+    title: "Synthesize speech",
+    description: "Turn text into speech with one of the service's voices or your clones. Returns WAV audio and its duration. Costs one credit per character.",
+    inputSchema: {
+      text: z.string().min(1).max(8000).describe("The text to speak (at most 8000 characters)."),
+      voice_id: z.string().default("emma-en").describe("A voice id from list_voices, e.g. emma-en (English) or mari (Estonian)."),
+      speed: z.number().min(0.7).max(1.2).default(1).describe("Speaking rate, 0.7 to 1.2.")
+    }
+  }, (args) => guarded(ctx, "tts", async () => {
+    const result = await ctx.run(Effect.gen(function*() {
+      const speech = yield* prepareSpeech({ voiceId: args.voice_id, text: args.text, speed: args.speed, outputFormat: "wav", userId, chunking: true })
+      return yield* synthesizeWhole(speech, 1)
+    }))
+    return {
+      content: [
+        { type: "audio", data: Buffer.from(result.bytes).toString("base64"), mimeType: "audio/wav" },
+        { type: "text", text: `${(result.durationMs / 1000).toFixed(2)} s of speech (WAV, 24 kHz)` }
+      ]
+    }
+  })())
+
+  server.registerTool("list_voices", {
+    title: "List voices",
+    description: "The voices you can speak with: the service's presets (id, name, language) and your clones.",
+    inputSchema: { language: z.string().optional().describe("Only voices of this ISO 639-1 language, e.g. en.") }
+  }, (args) => guarded(ctx, "voices", async () => {
+    const voices = await ctx.run(Effect.gen(function*() {
+      const synthesizer = yield* Synthesizer
+      const clones = yield* (yield* VoiceCloning).listClones(userId)
+      return { presets: synthesizer.voices, clones }
+    }))
+    const presets = voices.presets.filter((v) => args.language === undefined || v.labels.language === args.language)
+      .map((v) => ({ voice_id: v.voiceId, name: v.name, language: v.labels.language }))
+    const clones = voices.clones.filter((c) => args.language === undefined || c.language === args.language)
+      .map((c) => ({ voice_id: c.voiceId, name: c.name, language: c.language, category: "cloned" }))
+    return text(JSON.stringify({ voices: [...clones, ...presets] }))
+  })())
+
+  server.registerTool("delete_voice", {
+    title: "Delete a voice clone",
+    description: "Delete one of your voice clones (preset voices cannot be deleted).",
+    inputSchema: { voice_id: z.string().describe("The clone's id (vc_…) from list_voices.") },
+    annotations: { destructiveHint: true }
+  }, (args) => guarded(ctx, "voices", async () => {
+    await ctx.run(Effect.gen(function*() {
+      yield* (yield* VoiceCloning).deleteClone(userId, args.voice_id)
+    }))
+    return text(`deleted ${args.voice_id}`)
+  })())
+
+  server.registerTool("transcribe_audio", {
+    title: "Transcribe audio",
+    description: "Speech to text (English) of an audio or video file given as base64. Returns the transcript with word timings; with diarize, who spoke when. Costs one credit per started second.",
+    inputSchema: {
+      audio_base64: z.string().min(1).describe("The file's bytes in base64 (wav, mp3, ogg, flac, m4a, webm…), at most 20 MB."),
+      diarize: z.boolean().default(false).describe("Tell speakers apart.")
+    }
+  }, (args) => guarded(ctx, "asr", async () => {
+    const bytes = Buffer.from(args.audio_base64, "base64")
+    if (bytes.length === 0 || bytes.length > MAX_AUDIO_BYTES) return failure(`audio_base64 must decode to 1 byte to ${MAX_AUDIO_BYTES} bytes`)
+    mkdirSync(ctx.tmpDir, { recursive: true })
+    const file = path.join(ctx.tmpDir, `mcp-${randomBytes(8).toString("hex")}`)
+    writeFileSync(file, bytes)
+    try {
+      const result = await ctx.run(Effect.gen(function*() {
+        return yield* (yield* Transcriber).transcribeFile(file, { diarize: args.diarize, userId })
+      }))
+      const words = result.words.map((w) => ({ text: w.text, start: w.startMs / 1000, end: w.endMs / 1000, ...(w.speaker !== undefined ? { speaker: w.speaker } : {}) }))
+      return text(JSON.stringify({ text: result.words.map((w) => w.text).join(" "), duration_s: result.durationMs / 1000, words }))
+    } finally {
+      rmSync(file, { force: true })
+    }
+  })())
+
+  server.registerTool("summarize_job", {
+    title: "Summarize a transcription job",
+    description: "Write a summary of one of your succeeded recognition jobs with a template (meeting_notes, brief, bullet_points, speaker_recap). Returns the summary as Markdown and JSON.",
+    inputSchema: {
+      job_id: z.string().describe("A recognition job id (job_…) whose state is succeeded."),
+      template_id: z.string().optional().describe("meeting_notes (default), brief, bullet_points or speaker_recap.")
+    }
+  }, (args) => guarded(ctx, "summary", async () => {
+    const summary = await ctx.run(Effect.gen(function*() {
+      // The same visibility as the HTTP route: the owner, or anyone for an anonymous job.
+      const job = yield* visibleJob(yield* RecognitionJobs, args.job_id, ctx.principal)
+      return summaryWire(yield* summarizeJob(job, args.template_id))
+    }))
+    return text(`${summary.text}\n\n${JSON.stringify({ summary_id: summary.summary_id, sections: summary.sections })}`)
+  })())
+
+  server.registerTool("translate_text", {
+    title: "Translate text",
+    description: "Translate text between the languages this service has (see GET /api/v1/translate/languages), e.g. en to es. Costs one credit per started 100 characters.",
+    inputSchema: {
+      text: z.string().min(1).max(5000).describe("The text to translate (at most 5000 characters)."),
+      source: z.string().describe("Source language, ISO 639-1 (en) or 639-3 (eng)."),
+      target: z.string().describe("Target language, ISO 639-1 (es) or 639-3 (spa).")
+    }
+  }, (args) => guarded(ctx, "translate", async () => {
+    let out = ""
+    await ctx.run(Effect.gen(function*() {
+      const chunk = yield* prepareChunk({ newSource: args.text, source: args.source, target: args.target, previous: "", userId })
+      yield* runChunk(chunk, (piece) => Effect.sync(() => void (out += piece)))
+    }))
+    return text(out)
+  })())
+}

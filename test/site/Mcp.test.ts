@@ -1,0 +1,142 @@
+/**
+ * The MCP endpoint with the MCP SDK's own client: with an API key (every scope) it lists and
+ * calls every tool (audio comes back as MCP audio content with a duration; a real recording is
+ * transcribed, summarised, translated); with the SDK's OAuth client provider it registers,
+ * authorizes through our sign-in and consent pages in chromium (the user unticks `tts`), and the
+ * synthesis tool then answers an error naming the missing scope while the others work. Sessions:
+ * another user's token on a session is refused, no credential is a 401 pointing at the metadata.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { chromium } from "playwright-core"
+import t from "tap"
+import { hashPassword } from "../../storage/Passwords.ts"
+import { jsonApi } from "../support/jsonApi.ts"
+import { LIBRIVOX_WAV } from "../support/librivoxSpeech.ts"
+import { startTestService } from "../support/service.ts"
+
+const service = await startTestService(t, { WORKERS: "1" })
+const site = service.siteUrl
+const password = "mcp test password"
+const cat = await Effect.runPromise(service.users.createUserWithKey({ name: "cat", email: "cat@example.com", passwordHash: await Effect.runPromise(hashPassword(password)), credits: 100_000 }))
+const dan = await Effect.runPromise(service.users.createUserWithKey({ name: "dan", credits: 1000 }))
+
+type Content = { type: string; text?: string; data?: string; mimeType?: string }
+const connect = async (headers: Record<string, string>) => {
+  const client = new Client({ name: "speech-test", version: "1.0.0" })
+  const transport = new StreamableHTTPClientTransport(new URL(`${site}/mcp`), { requestInit: { headers } })
+  await client.connect(transport)
+  return { client, transport }
+}
+
+t.test("with an API key: every tool, real audio in and out", async (t) => {
+  const { client, transport } = await connect({ authorization: `Bearer ${cat.apiKey}` })
+  t.teardown(() => client.close())
+  const tools = (await client.listTools()).tools
+  t.same(tools.map((x) => x.name).sort(), ["delete_voice", "list_voices", "summarize_job", "synthesize_speech", "transcribe_audio", "translate_text"])
+  for (const tool of tools) t.ok(tool.description!.length > 20 && tool.inputSchema.type === "object", `${tool.name} is described`)
+
+  const spoken = await client.callTool({ name: "synthesize_speech", arguments: { text: "Hello from the model context protocol.", voice_id: "emma-en" } })
+  const audio = (spoken.content as Array<Content>).find((c) => c.type === "audio")!
+  t.equal(audio.mimeType, "audio/wav")
+  const wav = Buffer.from(audio.data!, "base64")
+  t.equal(wav.subarray(0, 4).toString(), "RIFF")
+  const seconds = (wav.length - 44) / 2 / wav.readUInt32LE(24)
+  t.ok(seconds > 1 && seconds < 6, `${seconds.toFixed(2)} s`)
+  t.match((spoken.content as Array<Content>).find((c) => c.type === "text")!.text, /s of speech/u)
+
+  const voices = JSON.parse(((await client.callTool({ name: "list_voices", arguments: { language: "en" } })).content as Array<Content>)[0]!.text!) as { voices: Array<{ voice_id: string }> }
+  t.ok(voices.voices.some((v) => v.voice_id === "emma-en"))
+
+  const heard = await client.callTool({ name: "transcribe_audio", arguments: { audio_base64: fs.readFileSync(LIBRIVOX_WAV).toString("base64") } })
+  const transcript = JSON.parse((heard.content as Array<Content>)[0]!.text!) as { text: string; words: Array<unknown> }
+  t.ok(transcript.words.length > 10, transcript.text)
+
+  const translated = await client.callTool({ name: "translate_text", arguments: { text: "The cat is black.", source: "en", target: "es" } })
+  t.equal((translated.content as Array<Content>)[0]!.text, "El gato es negro.")
+  const badPair = await client.callTool({ name: "translate_text", arguments: { text: "x", source: "en", target: "de" } })
+  t.equal(badPair.isError, true)
+  t.match((badPair.content as Array<Content>)[0]!.text, /unsupported_language_pair/u)
+
+  const job = await jsonApi(`${site}/api/v1`).runJob(cat.apiKey, fs.readFileSync(LIBRIVOX_WAV))
+  const summary = await client.callTool({ name: "summarize_job", arguments: { job_id: job.id, template_id: "brief" } })
+  t.match((summary.content as Array<Content>)[0]!.text, /^# Brief/u)
+  const notMine = await Effect.runPromise(service.users.createUserWithKey({ name: "eve", credits: 10 }))
+  const other = await connect({ authorization: `Bearer ${notMine.apiKey}` })
+  t.teardown(() => other.client.close())
+  const refused = await other.client.callTool({ name: "summarize_job", arguments: { job_id: job.id } })
+  t.match((refused.content as Array<Content>)[0]!.text, /job_not_found/u, "another user's job is not found")
+
+  // Another user's credential on this session is refused like an unknown session.
+  const hijack = await fetch(`${site}/mcp`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${dan.apiKey}`, "mcp-session-id": transport.sessionId!, "content-type": "application/json", accept: "application/json, text/event-stream" },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list" })
+  })
+  t.equal(hijack.status, 404)
+  const anonymous = await fetch(`${site}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+  t.equal(anonymous.status, 401)
+  t.match(anonymous.headers.get("www-authenticate"), /resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource"/u)
+})
+
+t.test("the SDK's OAuth client provider: register, authorize in the browser without tts, and the tool says which scope is missing", async (t) => {
+  const callback = http.createServer((_req, res) => res.end("ok"))
+  await new Promise<void>((r) => callback.listen(0, "127.0.0.1", r))
+  t.teardown(() => callback.close())
+  const redirectUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`
+  let authorizationUrl: URL | undefined
+  const store: { client?: OAuthClientInformationMixed; tokens?: OAuthTokens; verifier?: string } = {}
+  const provider: OAuthClientProvider = {
+    get redirectUrl() {
+      return redirectUrl
+    },
+    get clientMetadata(): OAuthClientMetadata {
+      return { redirect_uris: [redirectUrl], client_name: "MCP SDK test client", token_endpoint_auth_method: "none", grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] }
+    },
+    clientInformation: () => store.client,
+    saveClientInformation: (c) => void (store.client = c),
+    tokens: () => store.tokens,
+    saveTokens: (x) => void (store.tokens = x),
+    redirectToAuthorization: (url) => void (authorizationUrl = url),
+    saveCodeVerifier: (v) => void (store.verifier = v),
+    codeVerifier: () => store.verifier!
+  }
+  const first = new StreamableHTTPClientTransport(new URL(`${site}/mcp`), { authProvider: provider })
+  const client = new Client({ name: "speech-oauth-test", version: "1.0.0" })
+  await client.connect(first).then(() => t.fail("connected without authorization"), (e: Error) => t.match(e.message, /Unauthorized/iu))
+  t.ok(authorizationUrl, "the SDK registered and built the authorization URL")
+  t.match((store.client as { client_id: string }).client_id, /^cli_/u)
+
+  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] })
+  t.teardown(() => browser.close())
+  const page = await (await browser.newContext()).newPage()
+  await page.goto(authorizationUrl!.href)
+  await page.getByLabel("E-mail").fill("cat@example.com")
+  await page.getByLabel("Password").fill(password)
+  await page.getByRole("button", { name: "Sign in" }).click()
+  await page.waitForSelector("#scopes")
+  await page.locator("#grant-tts").uncheck()
+  await page.getByRole("button", { name: "Allow" }).click()
+  await page.waitForURL(/\/callback/u)
+  const code = new URL(page.url()).searchParams.get("code")!
+  await first.finishAuth(code)
+  t.match(store.tokens!.access_token, /^oat_/u)
+  t.notMatch(store.tokens!.scope ?? "", /\btts\b/u, "tts was not granted")
+
+  const second = new StreamableHTTPClientTransport(new URL(`${site}/mcp`), { authProvider: provider })
+  const authed = new Client({ name: "speech-oauth-test", version: "1.0.0" })
+  await authed.connect(second)
+  t.teardown(() => authed.close())
+  t.equal((await authed.listTools()).tools.length, 6)
+  const denied = await authed.callTool({ name: "synthesize_speech", arguments: { text: "hello" } })
+  t.equal(denied.isError, true)
+  t.match((denied.content as Array<Content>)[0]!.text, /needs the "tts" scope/u)
+  const allowed = await authed.callTool({ name: "translate_text", arguments: { text: "The dog is big.", source: "en", target: "es" } })
+  t.equal((allowed.content as Array<Content>)[0]!.text, "El perro es grande.")
+})
