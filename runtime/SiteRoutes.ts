@@ -63,6 +63,6 @@ export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openAp
   // The OAuth endpoints answer programs in JSON (RFC 6749 errors); only the browser-facing
   // authorization endpoint turns failures into pages.
   const oauth: Array<Route<SiteServices>> = oauthRoutes({ siteUrl }).map((r) => (r.path.endsWith("/authorize") ? asPage<SiteServices>(r) : r))
-  const mcp = mcpRoutes({ siteUrl, version, tmpDir: path.join(config.dataDir, "tmp"), maxSessions: MCP_MAX_SESSIONS, idleMs: MCP_IDLE_MS })
+  const mcp = mcpRoutes({ siteUrl, version, tmpDir: path.join(config.dataDir, "tmp"), allowPrivateUrls: config.urlFetchAllowPrivate, maxSessions: MCP_MAX_SESSIONS, idleMs: MCP_IDLE_MS })
   return [...pages, ...oauth, ...mcp]
 }

@@ -20,7 +20,8 @@ import { VoiceCloning } from "../../actors/VoiceCloning.ts"
 import { Synthesizer } from "../../actors/Synthesizer.ts"
 import { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
 import type { Principal } from "../../storage/ApiKeys.ts"
-import { toApiError } from "../ApiError.ts"
+import { ApiError, toApiError } from "../ApiError.ts"
+import { fetchToFile } from "../../storage/RemoteMedia.ts"
 import { visibleJob } from "../routes/jobs.ts"
 
 /** Runs an effect with the service's context (the route captures it per request). */
@@ -30,10 +31,36 @@ export interface ToolContext {
   readonly principal: Principal
   readonly run: Run
   readonly tmpDir: string
+  /** URL input goes through the one address guard; private addresses only when the operator allows. */
+  readonly allowPrivateUrls: boolean
 }
 
 /** Most bytes of base64 audio a tool accepts (decoded): 20 MB. */
 const MAX_AUDIO_BYTES = 20 * 1024 * 1024
+
+/** The audio a tool was given, as a local file: decoded base64, or fetched from a URL. */
+const audioFile = (ctx: ToolContext, args: { audio_base64?: string | undefined; audio_url?: string | undefined }) =>
+  Effect.gen(function*() {
+    if ((args.audio_base64 === undefined) === (args.audio_url === undefined)) {
+      return yield* Effect.fail(new ApiError({ status: 400, code: "invalid_request", message: "give exactly one of audio_base64 and audio_url" }))
+    }
+    if (args.audio_url !== undefined) {
+      return (yield* fetchToFile(args.audio_url, { tmpDir: ctx.tmpDir, maxBytes: MAX_AUDIO_BYTES, timeoutMs: 60_000, allowPrivate: ctx.allowPrivateUrls })).file
+    }
+    const bytes = Buffer.from(args.audio_base64!, "base64")
+    if (bytes.length === 0 || bytes.length > MAX_AUDIO_BYTES) {
+      return yield* Effect.fail(new ApiError({ status: 400, code: "invalid_request", message: `audio_base64 must decode to 1 to ${MAX_AUDIO_BYTES} bytes` }))
+    }
+    mkdirSync(ctx.tmpDir, { recursive: true })
+    const file = path.join(ctx.tmpDir, `mcp-${randomBytes(8).toString("hex")}`)
+    writeFileSync(file, bytes)
+    return file
+  })
+
+const audioArgs = {
+  audio_base64: z.string().optional().describe("The file's bytes in base64 (wav, mp3, ogg, flac, m4a, webm…), at most 20 MB; or give audio_url."),
+  audio_url: z.string().optional().describe("An https URL of the file instead of audio_base64 (public addresses only).")
+}
 
 const text = (t: string): CallToolResult => ({ content: [{ type: "text", text: t }] })
 const failure = (t: string): CallToolResult => ({ content: [{ type: "text", text: t }], isError: true })
@@ -106,25 +133,30 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
   server.registerTool("transcribe_audio", {
     title: "Transcribe audio",
     description: "Speech to text (English) of an audio or video file given as base64. Returns the transcript with word timings; with diarize, who spoke when. Costs one credit per started second.",
-    inputSchema: {
-      audio_base64: z.string().min(1).describe("The file's bytes in base64 (wav, mp3, ogg, flac, m4a, webm…), at most 20 MB."),
-      diarize: z.boolean().default(false).describe("Tell speakers apart.")
-    }
+    inputSchema: { ...audioArgs, diarize: z.boolean().default(false).describe("Tell speakers apart.") }
   }, (args) => guarded(ctx, "asr", async () => {
-    const bytes = Buffer.from(args.audio_base64, "base64")
-    if (bytes.length === 0 || bytes.length > MAX_AUDIO_BYTES) return failure(`audio_base64 must decode to 1 byte to ${MAX_AUDIO_BYTES} bytes`)
-    mkdirSync(ctx.tmpDir, { recursive: true })
-    const file = path.join(ctx.tmpDir, `mcp-${randomBytes(8).toString("hex")}`)
-    writeFileSync(file, bytes)
-    try {
-      const result = await ctx.run(Effect.gen(function*() {
-        return yield* (yield* Transcriber).transcribeFile(file, { diarize: args.diarize, userId })
-      }))
-      const words = result.words.map((w) => ({ text: w.text, start: w.startMs / 1000, end: w.endMs / 1000, ...(w.speaker !== undefined ? { speaker: w.speaker } : {}) }))
-      return text(JSON.stringify({ text: result.words.map((w) => w.text).join(" "), duration_s: result.durationMs / 1000, words }))
-    } finally {
-      rmSync(file, { force: true })
+    const result = await ctx.run(Effect.gen(function*() {
+      const file = yield* audioFile(ctx, args)
+      return yield* (yield* Transcriber).transcribeFile(file, { diarize: args.diarize, userId }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
+    }))
+    const words = result.words.map((w) => ({ text: w.text, start: w.startMs / 1000, end: w.endMs / 1000, ...(w.speaker !== undefined ? { speaker: w.speaker } : {}) }))
+    return text(JSON.stringify({ text: result.words.map((w) => w.text).join(" "), duration_s: result.durationMs / 1000, words }))
+  })())
+
+  server.registerTool("create_voice_clone", {
+    title: "Clone a voice",
+    description: "Make a new voice from 6 to 30 seconds of one person's clear speech (base64 or a URL). Returns the new voice id for synthesize_speech. Free.",
+    inputSchema: {
+      ...audioArgs,
+      name: z.string().min(1).max(100).describe("A name for the new voice."),
+      language: z.string().optional().describe("ISO 639-1 language the voice speaks (e.g. en); found from the sample when omitted.")
     }
+  }, (args) => guarded(ctx, "voices", async () => {
+    const clone = await ctx.run(Effect.gen(function*() {
+      const file = yield* audioFile(ctx, args)
+      return yield* (yield* VoiceCloning).createClone({ userId, name: args.name, language: args.language, file }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
+    }))
+    return text(JSON.stringify({ voice_id: clone.voiceId, name: clone.name, language: clone.language }))
   })())
 
   server.registerTool("summarize_job", {

@@ -22,6 +22,7 @@ export interface McpRouteOptions {
   readonly siteUrl: () => string
   readonly version: string
   readonly tmpDir: string
+  readonly allowPrivateUrls: boolean
   readonly maxSessions: number
   readonly idleMs: number
 }
@@ -66,7 +67,7 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
     session = { transport, userId: principal.userId, principal, lastSeen: Date.now() }
     const current = session
     // Tools read the principal of the request in progress (its token's scopes), not the opener's.
-    registerTools(server, { get principal() { return current.principal }, run, tmpDir: o.tmpDir })
+    registerTools(server, { get principal() { return current.principal }, run, tmpDir: o.tmpDir, allowPrivateUrls: o.allowPrivateUrls })
     return Effect.promise(() => server.connect(transport)).pipe(Effect.as(current))
   }
 

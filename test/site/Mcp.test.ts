@@ -39,7 +39,7 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   const { client, transport } = await connect({ authorization: `Bearer ${cat.apiKey}` })
   t.teardown(() => client.close())
   const tools = (await client.listTools()).tools
-  t.same(tools.map((x) => x.name).sort(), ["delete_voice", "list_voices", "summarize_job", "synthesize_speech", "transcribe_audio", "translate_text"])
+  t.same(tools.map((x) => x.name).sort(), ["create_voice_clone", "delete_voice", "list_voices", "summarize_job", "synthesize_speech", "transcribe_audio", "translate_text"])
   for (const tool of tools) t.ok(tool.description!.length > 20 && tool.inputSchema.type === "object", `${tool.name} is described`)
 
   const spoken = await client.callTool({ name: "synthesize_speech", arguments: { text: "Hello from the model context protocol.", voice_id: "emma-en" } })
@@ -57,6 +57,19 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   const heard = await client.callTool({ name: "transcribe_audio", arguments: { audio_base64: fs.readFileSync(LIBRIVOX_WAV).toString("base64") } })
   const transcript = JSON.parse((heard.content as Array<Content>)[0]!.text!) as { text: string; words: Array<unknown> }
   t.ok(transcript.words.length > 10, transcript.text)
+
+  const sample = fs.readFileSync(LIBRIVOX_WAV).toString("base64")
+  const made = await client.callTool({ name: "create_voice_clone", arguments: { audio_base64: sample, name: "Reader", language: "en" } })
+  const clone = JSON.parse((made.content as Array<Content>)[0]!.text!) as { voice_id: string }
+  t.match(clone.voice_id, /^vc_/u)
+  const withClone = await client.callTool({ name: "synthesize_speech", arguments: { text: "Spoken by my clone.", voice_id: clone.voice_id } })
+  t.ok((withClone.content as Array<Content>).some((c) => c.type === "audio"), "the clone speaks")
+  t.equal((await client.callTool({ name: "delete_voice", arguments: { voice_id: clone.voice_id } })).isError, undefined)
+  const inward = await client.callTool({ name: "transcribe_audio", arguments: { audio_url: `${site}/static/site.css` } })
+  t.equal(inward.isError, true)
+  t.match((inward.content as Array<Content>)[0]!.text, /not a public address|url_unreachable|invalid_url/u, "a URL pointing inward is refused by the address guard")
+  const both = await client.callTool({ name: "transcribe_audio", arguments: {} })
+  t.match((both.content as Array<Content>)[0]!.text, /exactly one of audio_base64 and audio_url/u)
 
   const translated = await client.callTool({ name: "translate_text", arguments: { text: "The cat is black.", source: "en", target: "es" } })
   t.equal((translated.content as Array<Content>)[0]!.text, "El gato es negro.")
@@ -133,7 +146,7 @@ t.test("the SDK's OAuth client provider: register, authorize in the browser with
   const authed = new Client({ name: "speech-oauth-test", version: "1.0.0" })
   await authed.connect(second)
   t.teardown(() => authed.close())
-  t.equal((await authed.listTools()).tools.length, 6)
+  t.equal((await authed.listTools()).tools.length, 7)
   const denied = await authed.callTool({ name: "synthesize_speech", arguments: { text: "hello" } })
   t.equal(denied.isError, true)
   t.match((denied.content as Array<Content>)[0]!.text, /needs the "tts" scope/u)
