@@ -13,6 +13,7 @@ import { expressiveTasks } from "./tts/expressiveTasks.ts"
 import { vadTasks } from "./vad/tasks.ts"
 import { speakerTasks } from "./speaker/tasks.ts"
 import { cloneTasks } from "./clone/tasks.ts"
+import { denoiseTasks } from "./denoise/tasks.ts"
 
 export const tasks = {
   ...poolTasks,
@@ -21,7 +22,8 @@ export const tasks = {
   ...asrTasks,
   ...vadTasks,
   ...speakerTasks,
-  ...cloneTasks
+  ...cloneTasks,
+  ...denoiseTasks
 }
 
 export type Tasks = typeof tasks

@@ -63,6 +63,7 @@ import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
 import { PoolTts } from "../engines/tts/Tts.ts"
+import { PoolDenoiser } from "../engines/denoise/Denoiser.ts"
 import type { Summarizer } from "../engines/summary/Summarizer.ts"
 import type { Translator } from "../engines/translate/Translator.ts"
 import { RateLimiter } from "../protocol/RateLimiter.ts"
@@ -130,6 +131,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     PoolRecognizer.layer,
     PoolSpeakerEmbedding.layer(speakerModel),
     PoolCloneAnalysis.layer,
+    PoolDenoiser.layer,
     FfmpegMediaDecoder.layer
   ).pipe(Layer.provideMerge(pool))
   const voiceClones = VoiceClonesLive.pipe(Layer.provide(accounts))

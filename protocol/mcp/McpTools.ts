@@ -1,7 +1,7 @@
 /**
  * The MCP tools (SPEC 5: one scope family each), calling the same actors as the HTTP routes:
- * synthesis (`tts`), voices (`voices`), transcription (`asr`), summaries (`summary`) and
- * translation (`translate`). A tool whose scope the token lacks answers an MCP tool error that
+ * synthesis (`tts`), voices (`voices`), transcription (`asr`), summaries (`summary`),
+ * translation (`translate`) and noise removal (`denoise`). A tool whose scope the token lacks answers an MCP tool error that
  * names the scope; domain errors answer tool errors with the API's code and message. Credits are
  * charged exactly as on the HTTP routes (the actors do it).
  */
@@ -22,6 +22,9 @@ import { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
 import type { Principal } from "../../storage/ApiKeys.ts"
 import { ApiError, toApiError } from "../ApiError.ts"
 import { fetchToFile } from "../../storage/RemoteMedia.ts"
+import { encodeWav } from "../../engines/audio/Wav.ts"
+import { Denoiser } from "../../engines/denoise/Denoiser.ts"
+import { MediaDecoder } from "../../engines/media/MediaDecoderService.ts"
 import { visibleJob } from "../routes/jobs.ts"
 
 /** Runs an effect with the service's context (the route captures it per request). */
@@ -34,6 +37,9 @@ export interface ToolContext {
   /** URL input goes through the one address guard; private addresses only when the operator allows. */
   readonly allowPrivateUrls: boolean
 }
+
+/** Longest audio the denoise tool takes: 10 minutes (its answer is inline base64). */
+const MAX_DENOISE_MS = 10 * 60_000
 
 /** Most bytes of base64 audio a tool accepts (decoded): 20 MB. */
 const MAX_AUDIO_BYTES = 20 * 1024 * 1024
@@ -157,6 +163,25 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
       return yield* (yield* VoiceCloning).createClone({ userId, name: args.name, language: args.language, file }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
     }))
     return text(JSON.stringify({ voice_id: clone.voiceId, name: clone.name, language: clone.language }))
+  })())
+
+  server.registerTool("denoise_audio", {
+    title: "Remove noise",
+    description: "Clean background noise out of speech with RNNoise (a small neural denoiser). Audio as base64 or a URL; returns 16 kHz mono WAV of the same length. Free.",
+    inputSchema: { ...audioArgs }
+  }, (args) => guarded(ctx, "denoise", async () => {
+    const cleaned = await ctx.run(Effect.gen(function*() {
+      const file = yield* audioFile(ctx, args)
+      const decoded = yield* (yield* MediaDecoder).decodeMedia(file, { maxDurationMs: MAX_DENOISE_MS }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
+      const pcm = yield* (yield* Denoiser).clean(decoded.pcm, decoded.sampleRate)
+      return { wav: encodeWav(pcm, decoded.sampleRate), seconds: pcm.length / decoded.sampleRate }
+    }))
+    return {
+      content: [
+        { type: "audio", data: Buffer.from(cleaned.wav).toString("base64"), mimeType: "audio/wav" },
+        { type: "text", text: `${cleaned.seconds.toFixed(2)} s of denoised audio (WAV, 16 kHz mono)` }
+      ]
+    }
   })())
 
   server.registerTool("summarize_job", {

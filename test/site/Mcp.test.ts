@@ -39,7 +39,7 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   const { client, transport } = await connect({ authorization: `Bearer ${cat.apiKey}` })
   t.teardown(() => client.close())
   const tools = (await client.listTools()).tools
-  t.same(tools.map((x) => x.name).sort(), ["create_voice_clone", "delete_voice", "list_voices", "summarize_job", "synthesize_speech", "transcribe_audio", "translate_text"])
+  t.same(tools.map((x) => x.name).sort(), ["create_voice_clone", "delete_voice", "denoise_audio", "list_voices", "summarize_job", "synthesize_speech", "transcribe_audio", "translate_text"])
   for (const tool of tools) t.ok(tool.description!.length > 20 && tool.inputSchema.type === "object", `${tool.name} is described`)
 
   const spoken = await client.callTool({ name: "synthesize_speech", arguments: { text: "Hello from the model context protocol.", voice_id: "emma-en" } })
@@ -68,6 +68,29 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   const inward = await client.callTool({ name: "transcribe_audio", arguments: { audio_url: `${site}/static/site.css` } })
   t.equal(inward.isError, true)
   t.match((inward.content as Array<Content>)[0]!.text, /not a public address|url_unreachable|invalid_url/u, "a URL pointing inward is refused by the address guard")
+  // Noise removal: a real reading with white noise added comes back the same length, quieter where the reader pauses.
+  const clean = fs.readFileSync(LIBRIVOX_WAV)
+  const noisy = Buffer.from(clean)
+  let seed = 7
+  for (let i = 44; i + 1 < noisy.length; i += 2) {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff
+    noisy.writeInt16LE(Math.max(-32768, Math.min(32767, clean.readInt16LE(i) + ((seed / 0x7fffffff) - 0.5) * 3000)), i)
+  }
+  const denoised = await client.callTool({ name: "denoise_audio", arguments: { audio_base64: noisy.toString("base64") } })
+  const out = Buffer.from((denoised.content as Array<Content>).find((c) => c.type === "audio")!.data!, "base64")
+  t.equal(out.length, clean.length, "same length (16 kHz mono WAV)")
+  const rms = (b: Buffer, from: number, to: number) => {
+    let sum = 0
+    for (let i = 44 + from * 2; i < 44 + to * 2; i += 2) sum += b.readInt16LE(i) ** 2
+    return Math.sqrt(sum / (to - from))
+  }
+  const diff = (a: Buffer, b: Buffer) => {
+    let sum = 0
+    for (let i = 44; i + 1 < a.length; i += 2) sum += (a.readInt16LE(i) - b.readInt16LE(i)) ** 2
+    return sum
+  }
+  t.ok(diff(out, clean) < diff(noisy, clean), `closer to the clean reading than the noisy input (rms of the first 0.1 s: ${rms(noisy, 0, 1600).toFixed(0)} → ${rms(out, 0, 1600).toFixed(0)})`)
+
   const both = await client.callTool({ name: "transcribe_audio", arguments: {} })
   t.match((both.content as Array<Content>)[0]!.text, /exactly one of audio_base64 and audio_url/u)
 
@@ -146,7 +169,7 @@ t.test("the SDK's OAuth client provider: register, authorize in the browser with
   const authed = new Client({ name: "speech-oauth-test", version: "1.0.0" })
   await authed.connect(second)
   t.teardown(() => authed.close())
-  t.equal((await authed.listTools()).tools.length, 7)
+  t.equal((await authed.listTools()).tools.length, 8)
   const denied = await authed.callTool({ name: "synthesize_speech", arguments: { text: "hello" } })
   t.equal(denied.isError, true)
   t.match((denied.content as Array<Content>)[0]!.text, /needs the "tts" scope/u)
