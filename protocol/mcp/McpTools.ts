@@ -15,7 +15,7 @@ import { z } from "zod"
 import { prepareChunk, runChunk } from "../../actors/ChunkTranslation.ts"
 import { prepareSpeech, synthesizeWhole } from "../../actors/SpeechRequest.ts"
 import { summarizeJob, summaryWire } from "../../actors/Summarization.ts"
-import { Transcriber } from "../../actors/Transcription.ts"
+import { type RecognitionProgress, Transcriber } from "../../actors/Transcription.ts"
 import { VoiceCloning } from "../../actors/VoiceCloning.ts"
 import { Synthesizer } from "../../actors/Synthesizer.ts"
 import { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
@@ -140,10 +140,23 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
     title: "Transcribe audio",
     description: "Speech to text (English) of an audio or video file given as base64. Returns the transcript with word timings; with diarize, who spoke when. Costs one credit per started second.",
     inputSchema: { ...audioArgs, diarize: z.boolean().default(false).describe("Tell speakers apart.") }
-  }, (args) => guarded(ctx, "asr", async () => {
+  }, (args, extra) => guarded(ctx, "asr", async () => {
+    // Long recordings take a while: a client that sent a progressToken gets notifications/progress
+    // (0-100 over the stages decoding 0-10, speech detection 10-20, recognition 20-95, diarization 95-100).
+    const token = extra._meta?.progressToken
+    const spans = { decoding: [0, 10], detecting_speech: [10, 20], recognising: [20, 95], diarizing: [95, 100] } as const
+    let last = -1
+    const onProgress = (p: RecognitionProgress) =>
+      Effect.sync(() => {
+        const [from, to] = spans[p.stage]
+        const progress = Math.floor(from + (to - from) * Math.min(1, Math.max(0, p.fraction)))
+        if (token === undefined || progress <= last) return
+        last = progress
+        void extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, total: 100, message: p.stage } }).catch(() => {})
+      })
     const result = await ctx.run(Effect.gen(function*() {
       const file = yield* audioFile(ctx, args)
-      return yield* (yield* Transcriber).transcribeFile(file, { diarize: args.diarize, userId }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
+      return yield* (yield* Transcriber).transcribeFile(file, { diarize: args.diarize, userId, onProgress }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
     }))
     const words = result.words.map((w) => ({ text: w.text, start: w.startMs / 1000, end: w.endMs / 1000, ...(w.speaker !== undefined ? { speaker: w.speaker } : {}) }))
     return text(JSON.stringify({ text: result.words.map((w) => w.text).join(" "), duration_s: result.durationMs / 1000, words }))

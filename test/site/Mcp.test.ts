@@ -11,6 +11,7 @@ import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -54,7 +55,11 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   const voices = JSON.parse(((await client.callTool({ name: "list_voices", arguments: { language: "en" } })).content as Array<Content>)[0]!.text!) as { voices: Array<{ voice_id: string }> }
   t.ok(voices.voices.some((v) => v.voice_id === "emma-en"))
 
-  const heard = await client.callTool({ name: "transcribe_audio", arguments: { audio_base64: fs.readFileSync(LIBRIVOX_WAV).toString("base64") } })
+  const progress: Array<number> = []
+  const heard = await client.callTool({ name: "transcribe_audio", arguments: { audio_base64: fs.readFileSync(LIBRIVOX_WAV).toString("base64") } }, undefined, {
+    onprogress: (p) => void progress.push(p.progress)
+  })
+  t.ok(progress.length >= 2 && progress.every((x, i) => i === 0 || x > progress[i - 1]!), `progress notifications rise: ${progress.join(" ")}`)
   const transcript = JSON.parse((heard.content as Array<Content>)[0]!.text!) as { text: string; words: Array<unknown> }
   t.ok(transcript.words.length > 10, transcript.text)
 
@@ -175,4 +180,30 @@ t.test("the SDK's OAuth client provider: register, authorize in the browser with
   t.match((denied.content as Array<Content>)[0]!.text, /needs the "tts" scope/u)
   const allowed = await authed.callTool({ name: "translate_text", arguments: { text: "The dog is big.", source: "en", target: "es" } })
   t.equal((allowed.content as Array<Content>)[0]!.text, "El perro es grande.")
+})
+
+t.test("each tool family refuses a token without its scope and names it", async (t) => {
+  const callback = http.createServer((_req, res) => res.end("ok"))
+  await new Promise<void>((r) => callback.listen(0, "127.0.0.1", r))
+  t.teardown(() => callback.close())
+  const redirectUri = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/cb`
+  const registered = (await (await fetch(`${site}/api/auth/mcp/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [redirectUri], token_endpoint_auth_method: "none" }) })).json()) as { client_id: string }
+  const session = await Effect.runPromise(service.webSessions.start(cat.userId))
+  const families = { tts: ["synthesize_speech", { text: "hi" }], voices: ["list_voices", {}], asr: ["transcribe_audio", { audio_base64: "AAAA" }], summary: ["summarize_job", { job_id: "job_x" }], translate: ["translate_text", { text: "x", source: "en", target: "es" }], denoise: ["denoise_audio", { audio_base64: "AAAA" }] } as const
+  const verifier = "v".repeat(43)
+  const challenge = createHash("sha256").update(verifier).digest("base64url")
+  for (const [scope, [tool, args]] of Object.entries(families)) {
+    const others = Object.keys(families).filter((x) => x !== scope)
+    const body = new URLSearchParams({ response_type: "code", client_id: registered.client_id, redirect_uri: redirectUri, scope: Object.keys(families).join(" "), code_challenge: challenge, code_challenge_method: "S256", decision: "allow", csrf: session.csrfToken })
+    for (const o of others) body.append("grant", o)
+    const consent = await fetch(`${site}/api/auth/mcp/authorize`, { method: "POST", redirect: "manual", headers: { cookie: `svc_session=${session.token}`, "content-type": "application/x-www-form-urlencoded" }, body })
+    const code = new URL(consent.headers.get("location")!).searchParams.get("code")!
+    const tokens = (await (await fetch(`${site}/api/auth/mcp/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ grant_type: "authorization_code", code, redirect_uri: redirectUri, client_id: registered.client_id, code_verifier: verifier }) })).json()) as { access_token: string; scope: string }
+    t.notMatch(` ${tokens.scope} `, ` ${scope} `, `the token lacks ${scope}`)
+    const { client } = await connect({ authorization: `Bearer ${tokens.access_token}` })
+    const answer = await client.callTool({ name: tool, arguments: args })
+    t.equal(answer.isError, true, tool)
+    t.match((answer.content as Array<Content>)[0]!.text, new RegExp(`needs the "${scope}" scope`, "u"))
+    await client.close()
+  }
 })
