@@ -37,6 +37,8 @@ export interface Principal {
   /** The API key used, or null for credentials that are not keys (OAuth tokens). */
   readonly keyId: string | null
   readonly scopes: ReadonlyArray<string>
+  /** The OAuth client the token was issued to (OAuth tokens only). */
+  readonly clientId?: string | undefined
 }
 
 /** What an API key may do: everything (keys are the owner's own credential). */

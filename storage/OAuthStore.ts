@@ -17,6 +17,8 @@ import { jsonbValue } from "./Database.ts"
 export const CODE_TTL_S = 300
 export const ACCESS_TTL_S = 3600
 export const REFRESH_TTL_S = 30 * 24 * 3600
+/** A rotated refresh token presented again within this many seconds is a race, not a theft. */
+const REUSE_GRACE_S = 2
 
 export const ACCESS_PREFIX = "oat_"
 const REFRESH_PREFIX = "ort_"
@@ -211,9 +213,13 @@ export const oauthStoreLayer: Layer.Layer<OAuthStore, never, SqlClient> = Layer.
         const tokens = yield* issue(r.grant_id, r.scopes, true, undefined, r.family)
         return { _tag: "Ok", tokens, info: tokenInfo(r) } satisfies Refreshed
       }
-      const seen = yield* sql<{ family: string; used_at: Date | null }>`
-        SELECT t.family, t.used_at FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+      const seen = yield* sql<{ family: string; used_at: Date | null; recent: boolean }>`
+        SELECT t.family, t.used_at, t.used_at > now() - make_interval(secs => ${REUSE_GRACE_S}) AS recent
+        FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
         WHERE t.token_hash = ${hash} AND t.kind = 'refresh' AND g.client_id = ${clientId}`
+      // A client that sent the same refresh twice at once (a retry) loses the race, not the user's
+      // sign-in: reuse within a few seconds is refused without revoking the chain.
+      if (seen[0]?.recent === true) return { _tag: "Invalid" } satisfies Refreshed
       if (seen[0]?.used_at != null) {
         yield* revokeFamily(seen[0].family)
         return { _tag: "Reused" } satisfies Refreshed

@@ -30,13 +30,23 @@ import { visibleJob } from "../routes/jobs.ts"
 /** Runs an effect with the service's context (the route captures it per request). */
 export type Run = <A>(effect: Effect.Effect<A, unknown, any>) => Promise<A>
 
-export interface ToolContext {
-  readonly principal: Principal
-  readonly run: Run
+export interface ToolOptions {
   readonly tmpDir: string
   /** URL input goes through the one address guard; private addresses only when the operator allows. */
   readonly allowPrivateUrls: boolean
 }
+
+/**
+ * What the route puts in `authInfo.extra` of each request: the credential and the request's own
+ * context. Tools read them from the request they serve, never from the session (two requests of
+ * one session may carry different tokens).
+ */
+export interface RequestAuth {
+  readonly principal: Principal
+  readonly run: Run
+}
+
+export interface ToolContext extends ToolOptions, RequestAuth {}
 
 /** Longest audio the denoise tool takes: 10 minutes (its answer is inline base64). */
 const MAX_DENOISE_MS = 10 * 60_000
@@ -72,10 +82,13 @@ const text = (t: string): CallToolResult => ({ content: [{ type: "text", text: t
 const failure = (t: string): CallToolResult => ({ content: [{ type: "text", text: t }], isError: true })
 
 /** A tool body guarded by its scope, with domain errors turned into tool errors. */
-const guarded = (ctx: ToolContext, scope: string, body: () => Promise<CallToolResult>) => async (): Promise<CallToolResult> => {
+const guarded = (options: ToolOptions, extra: { authInfo?: { extra?: Record<string, unknown> } }, scope: string, body: (ctx: ToolContext) => Promise<CallToolResult>) => async (): Promise<CallToolResult> => {
+  const auth = extra.authInfo?.extra as RequestAuth | undefined
+  if (auth?.principal === undefined) return failure("this request carries no credential")
+  const ctx: ToolContext = { ...options, ...auth }
   if (!ctx.principal.scopes.includes(scope)) return failure(`this tool needs the "${scope}" scope, which this connection was not granted; authorize again asking for it`)
   try {
-    return await body()
+    return await body(ctx)
   } catch (e) {
     const { error, internal } = toApiError(e)
     if (internal) await ctx.run(Effect.logError("MCP tool failed", e)).catch(() => {})
@@ -83,8 +96,7 @@ const guarded = (ctx: ToolContext, scope: string, body: () => Promise<CallToolRe
   }
 }
 
-export const registerTools = (server: McpServer, ctx: ToolContext) => {
-  const userId = ctx.principal.userId
+export const registerTools = (server: McpServer, options: ToolOptions) => {
 
   server.registerTool("synthesize_speech", {
     title: "Synthesize speech",
@@ -94,7 +106,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
       voice_id: z.string().default("emma-en").describe("A voice id from list_voices, e.g. emma-en (English) or mari (Estonian)."),
       speed: z.number().min(0.7).max(1.2).default(1).describe("Speaking rate, 0.7 to 1.2.")
     }
-  }, (args) => guarded(ctx, "tts", async () => {
+  }, (args, extra) => guarded(options, extra, "tts", async (ctx) => {
+    const userId = ctx.principal.userId
     const result = await ctx.run(Effect.gen(function*() {
       const speech = yield* prepareSpeech({ voiceId: args.voice_id, text: args.text, speed: args.speed, outputFormat: "wav", userId, chunking: true })
       return yield* synthesizeWhole(speech, 1)
@@ -111,7 +124,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
     title: "List voices",
     description: "The voices you can speak with: the service's presets (id, name, language) and your clones.",
     inputSchema: { language: z.string().optional().describe("Only voices of this ISO 639-1 language, e.g. en.") }
-  }, (args) => guarded(ctx, "voices", async () => {
+  }, (args, extra) => guarded(options, extra, "voices", async (ctx) => {
+    const userId = ctx.principal.userId
     const voices = await ctx.run(Effect.gen(function*() {
       const synthesizer = yield* Synthesizer
       const clones = yield* (yield* VoiceCloning).listClones(userId)
@@ -129,7 +143,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
     description: "Delete one of your voice clones (preset voices cannot be deleted).",
     inputSchema: { voice_id: z.string().describe("The clone's id (vc_…) from list_voices.") },
     annotations: { destructiveHint: true }
-  }, (args) => guarded(ctx, "voices", async () => {
+  }, (args, extra) => guarded(options, extra, "voices", async (ctx) => {
+    const userId = ctx.principal.userId
     await ctx.run(Effect.gen(function*() {
       yield* (yield* VoiceCloning).deleteClone(userId, args.voice_id)
     }))
@@ -140,7 +155,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
     title: "Transcribe audio",
     description: "Speech to text (English) of an audio or video file given as base64. Returns the transcript with word timings; with diarize, who spoke when. Costs one credit per started second.",
     inputSchema: { ...audioArgs, diarize: z.boolean().default(false).describe("Tell speakers apart.") }
-  }, (args, extra) => guarded(ctx, "asr", async () => {
+  }, (args, extra) => guarded(options, extra, "asr", async (ctx) => {
+    const userId = ctx.principal.userId
     // Long recordings take a while: a client that sent a progressToken gets notifications/progress
     // (0-100 over the stages decoding 0-10, speech detection 10-20, recognition 20-95, diarization 95-100).
     const token = extra._meta?.progressToken
@@ -170,7 +186,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
       name: z.string().min(1).max(100).describe("A name for the new voice."),
       language: z.string().optional().describe("ISO 639-1 language the voice speaks (e.g. en); found from the sample when omitted.")
     }
-  }, (args) => guarded(ctx, "voices", async () => {
+  }, (args, extra) => guarded(options, extra, "voices", async (ctx) => {
+    const userId = ctx.principal.userId
     const clone = await ctx.run(Effect.gen(function*() {
       const file = yield* audioFile(ctx, args)
       return yield* (yield* VoiceCloning).createClone({ userId, name: args.name, language: args.language, file }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
@@ -182,7 +199,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
     title: "Remove noise",
     description: "Clean background noise out of speech with RNNoise (a small neural denoiser). Audio as base64 or a URL; returns 16 kHz mono WAV of the same length. Free.",
     inputSchema: { ...audioArgs }
-  }, (args) => guarded(ctx, "denoise", async () => {
+  }, (args, extra) => guarded(options, extra, "denoise", async (ctx) => {
+    const userId = ctx.principal.userId
     const cleaned = await ctx.run(Effect.gen(function*() {
       const file = yield* audioFile(ctx, args)
       const decoded = yield* (yield* MediaDecoder).decodeMedia(file, { maxDurationMs: MAX_DENOISE_MS }).pipe(Effect.ensuring(Effect.sync(() => rmSync(file, { force: true }))))
@@ -204,7 +222,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
       job_id: z.string().describe("A recognition job id (job_…) whose state is succeeded."),
       template_id: z.string().optional().describe("meeting_notes (default), brief, bullet_points or speaker_recap.")
     }
-  }, (args) => guarded(ctx, "summary", async () => {
+  }, (args, extra) => guarded(options, extra, "summary", async (ctx) => {
+    const userId = ctx.principal.userId
     const summary = await ctx.run(Effect.gen(function*() {
       // The same visibility as the HTTP route: the owner, or anyone for an anonymous job.
       const job = yield* visibleJob(yield* RecognitionJobs, args.job_id, ctx.principal)
@@ -221,7 +240,8 @@ export const registerTools = (server: McpServer, ctx: ToolContext) => {
       source: z.string().describe("Source language, ISO 639-1 (en) or 639-3 (eng)."),
       target: z.string().describe("Target language, ISO 639-1 (es) or 639-3 (spa).")
     }
-  }, (args) => guarded(ctx, "translate", async () => {
+  }, (args, extra) => guarded(options, extra, "translate", async (ctx) => {
+    const userId = ctx.principal.userId
     let out = ""
     await ctx.run(Effect.gen(function*() {
       const chunk = yield* prepareChunk({ newSource: args.text, source: args.source, target: args.target, previous: "", userId })

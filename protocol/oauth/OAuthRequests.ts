@@ -14,6 +14,8 @@ const LOOPBACK = new Set(["127.0.0.1", "[::1]", "localhost"])
 /** Why a redirect URI cannot be registered; undefined when it can. */
 export const redirectUriProblem = (raw: unknown): string | undefined => {
   if (typeof raw !== "string" || raw.length > 2000) return "a redirect URI is a string of at most 2000 characters"
+  // Stored and compared as given, so it must already be in the form browsers will send back.
+  if (/[\s\\\p{C}]/u.test(raw)) return "a redirect URI has no spaces, backslashes or control characters"
   let url: URL
   try {
     url = new URL(raw)
@@ -30,6 +32,8 @@ export const redirectUriProblem = (raw: unknown): string | undefined => {
 /** Exact match, except that a loopback URI matches on any port (RFC 8252 7.3). */
 export const redirectUriMatches = (registered: ReadonlyArray<string>, presented: string): boolean => {
   if (registered.includes(presented)) return true
+  // The loopback port wildcard applies only to URIs registration itself would accept.
+  if (redirectUriProblem(presented) !== undefined) return false
   let p: URL
   try {
     p = new URL(presented)
@@ -75,6 +79,7 @@ export const checkAuthorization = (params: URLSearchParams, client: OAuthClient 
   if (params.get("code_challenge_method") !== "S256") return fail("invalid_request", "only code_challenge_method=S256 is supported (plain is refused)")
   if (!/^[A-Za-z0-9_-]{43}$/u.test(challenge)) return fail("invalid_request", "code_challenge must be the base64url SHA-256 of the verifier (43 characters)")
   const scopes = [...new Set((params.get("scope") ?? "openid").split(" ").filter((s) => s !== ""))]
+  if (scopes.length === 0) return fail("invalid_scope", "ask for at least one scope")
   const unknown = scopes.filter((s) => !SCOPE_NAMES.includes(s))
   if (unknown.length > 0) return fail("invalid_scope", `unknown scope ${unknown.join(" ")}; known: ${SCOPE_NAMES.join(" ")}`)
   const nonce = params.get("nonce") ?? undefined
@@ -99,6 +104,8 @@ export const pkceMatches = (verifier: string, challenge: string): boolean => {
 /** The client id and secret a token or revocation request presents (Basic, or form fields). */
 export const presentedClient = (authorization: string | undefined, form: URLSearchParams): { id: string | undefined; secret: string | undefined; basic: boolean } => {
   const basic = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/iu.exec(authorization ?? "")
+  // Basic plus a different client_id in the form names two clients: refused (an unknown id).
+  const formId = form.get("client_id") ?? undefined
   if (basic !== null) {
     const decoded = Buffer.from(basic[1]!, "base64").toString("utf8")
     const colon = decoded.indexOf(":")
@@ -110,12 +117,21 @@ export const presentedClient = (authorization: string | undefined, form: URLSear
           return s
         }
       }
-      return { id: dec(decoded.slice(0, colon)), secret: dec(decoded.slice(colon + 1)), basic: true }
+      const id = dec(decoded.slice(0, colon))
+      return { id: formId !== undefined && formId !== id ? "" : id, secret: dec(decoded.slice(colon + 1)), basic: true }
     }
   }
+  if (authorization !== undefined && /^Basic\b/iu.test(authorization)) return { id: "", secret: undefined, basic: true }
   return { id: form.get("client_id") ?? undefined, secret: form.get("client_secret") ?? undefined, basic: false }
 }
 
-/** Whether the presented credentials authenticate `client` by its registered method. */
-export const clientAuthenticated = (client: OAuthClient, presented: { secret: string | undefined }): boolean =>
-  client.authMethod === "none" ? presented.secret === undefined : presented.secret !== undefined && verifyClientSecret(client, presented.secret)
+/**
+ * Whether the presented credentials authenticate `client` by its registered method (RFC 6749
+ * 2.3: one method per client): a public client sends no secret, a `client_secret_basic` one uses
+ * the Authorization header, a `client_secret_post` one the form.
+ */
+export const clientAuthenticated = (client: OAuthClient, presented: { secret: string | undefined; basic: boolean }): boolean => {
+  if (client.authMethod === "none") return presented.secret === undefined
+  if (presented.secret === undefined || presented.basic !== (client.authMethod === "client_secret_basic")) return false
+  return verifyClientSecret(client, presented.secret)
+}

@@ -15,7 +15,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { randomUUID } from "node:crypto"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
-import { registerTools, type ToolContext } from "../mcp/McpTools.ts"
+import { registerTools, type RequestAuth } from "../mcp/McpTools.ts"
 import type { Principal } from "../../storage/ApiKeys.ts"
 
 export interface McpRouteOptions {
@@ -29,11 +29,13 @@ export interface McpRouteOptions {
 
 interface Session {
   readonly transport: WebStandardStreamableHTTPServerTransport
-  readonly userId: string
-  /** The principal of the request being handled: the tools check its scopes. */
-  principal: Principal
+  /** Who opened it: the user and the credential's client (API key or OAuth client). */
+  readonly owner: string
   lastSeen: number
 }
+
+/** A session is used only by the user and the client (key or OAuth client) that opened it. */
+const ownerOf = (p: Principal) => `${p.userId}|${p.keyId ?? `client:${p.clientId ?? "?"}`}`
 
 /** Most bytes of one JSON-RPC POST (tools take base64 audio up to 20 MB). */
 const MAX_BODY_BYTES = 28 * 1024 * 1024
@@ -54,7 +56,7 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
     while (sessions.size >= o.maxSessions) close(sessions.keys().next().value!)
   }
 
-  const open = (principal: Principal, run: ToolContext["run"]) => {
+  const open = (principal: Principal) => {
     const server = new McpServer({ name: "speech-service", version: o.version }, { capabilities: { tools: {} } })
     let session: Session | undefined
     const transport = new WebStandardStreamableHTTPServerTransport({
@@ -64,10 +66,9 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
       },
       onsessionclosed: (id) => void sessions.delete(id)
     })
-    session = { transport, userId: principal.userId, principal, lastSeen: Date.now() }
+    session = { transport, owner: ownerOf(principal), lastSeen: Date.now() }
     const current = session
-    // Tools read the principal of the request in progress (its token's scopes), not the opener's.
-    registerTools(server, { get principal() { return current.principal }, run, tmpDir: o.tmpDir, allowPrivateUrls: o.allowPrivateUrls })
+    registerTools(server, { tmpDir: o.tmpDir, allowPrivateUrls: o.allowPrivateUrls })
     return Effect.promise(() => server.connect(transport)).pipe(Effect.as(current))
   }
 
@@ -75,20 +76,19 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
     Effect.gen(function*() {
       const principal = ctx.principal!
       const context = yield* Effect.context<any>()
-      const run: ToolContext["run"] = (effect) => Effect.runPromise(effect.pipe(Effect.provideContext(context)) as Effect.Effect<any, unknown, never>)
+      const run: RequestAuth["run"] = (effect) => Effect.runPromise(effect.pipe(Effect.provideContext(context)) as Effect.Effect<any, unknown, never>)
       const now = Date.now()
       sweep(now)
       const id = ctx.request.headers["mcp-session-id"]
       let session: Session
       if (id !== undefined) {
         const found = sessions.get(id)
-        if (found === undefined || found.userId !== principal.userId) return jsonRpcError(404, "unknown or expired MCP session: initialize a new one")
+        if (found === undefined || found.owner !== ownerOf(principal)) return jsonRpcError(404, "unknown or expired MCP session: initialize a new one")
         session = found
       } else {
         if (ctx.request.method !== "POST") return jsonRpcError(400, "no mcp-session-id: start with an initialize POST")
-        session = yield* open(principal, run)
+        session = yield* open(principal)
       }
-      session.principal = principal
       session.lastSeen = now
       const body = ctx.request.method === "POST" ? yield* ctx.body.bytes(MAX_BODY_BYTES) : undefined
       const headers = new Headers()
@@ -99,8 +99,21 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
         headers,
         ...(body !== undefined ? { body: Buffer.from(body) } : {})
       })
+      // The body is parsed here (within MAX_BODY_BYTES) so the SDK's own 4 MB cap does not apply.
+      let parsedBody: unknown
+      if (body !== undefined && body.byteLength > 0) {
+        try {
+          parsedBody = JSON.parse(new TextDecoder().decode(body))
+        } catch {
+          return jsonRpcError(400, "the body is not JSON")
+        }
+      }
+      const auth: RequestAuth = { principal, run }
       const response = yield* Effect.promise(() =>
-        session.transport.handleRequest(request, { authInfo: { token: "", clientId: principal.keyId ?? "oauth", scopes: [...principal.scopes], extra: { userId: principal.userId } } })
+        session.transport.handleRequest(request, {
+          ...(parsedBody !== undefined ? { parsedBody } : {}),
+          authInfo: { token: "", clientId: principal.keyId ?? principal.clientId ?? "", scopes: [...principal.scopes], extra: auth as unknown as Record<string, unknown> }
+        })
       )
       const out: Record<string, string> = {}
       response.headers.forEach((v, k) => (out[k] = v))

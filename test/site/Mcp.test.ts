@@ -96,6 +96,24 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   }
   t.ok(diff(out, clean) < diff(noisy, clean), `closer to the clean reading than the noisy input (rms of the first 0.1 s: ${rms(noisy, 0, 1600).toFixed(0)} → ${rms(out, 0, 1600).toFixed(0)})`)
 
+  // Past the SDK's own 4 MB body cap: 160 s of 16 kHz audio (5 MB, 6.8 MB as base64).
+  const long = Buffer.alloc(44 + 160 * 16000 * 2)
+  long.write("RIFF", 0)
+  long.writeUInt32LE(long.length - 8, 4)
+  long.write("WAVEfmt ", 8)
+  long.writeUInt32LE(16, 16)
+  long.writeUInt16LE(1, 20)
+  long.writeUInt16LE(1, 22)
+  long.writeUInt32LE(16000, 24)
+  long.writeUInt32LE(32000, 28)
+  long.writeUInt16LE(2, 32)
+  long.writeUInt16LE(16, 34)
+  long.write("data", 36)
+  long.writeUInt32LE(long.length - 44, 40)
+  for (let i = 44; i < long.length; i += 2) long.writeInt16LE(Math.round(3000 * Math.sin(i / 7)), i)
+  const big = await client.callTool({ name: "denoise_audio", arguments: { audio_base64: long.toString("base64") } })
+  t.notOk(big.isError, "a 6.8 MB request is accepted")
+
   const both = await client.callTool({ name: "transcribe_audio", arguments: {} })
   t.match((both.content as Array<Content>)[0]!.text, /exactly one of audio_base64 and audio_url/u)
 
@@ -204,6 +222,16 @@ t.test("each tool family refuses a token without its scope and names it", async 
     const answer = await client.callTool({ name: tool, arguments: args })
     t.equal(answer.isError, true, tool)
     t.match((answer.content as Array<Content>)[0]!.text, new RegExp(`needs the "${scope}" scope`, "u"))
+    if (scope === "tts") {
+      // The same user's API key (another client) cannot ride this OAuth session to more scopes.
+      const transport = (client as unknown as { transport: { sessionId?: string } }).transport
+      const ride = await fetch(`${site}/mcp`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${cat.apiKey}`, "mcp-session-id": transport.sessionId!, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "synthesize_speech", arguments: { text: "hi" } } })
+      })
+      t.equal(ride.status, 404, "a session belongs to the client that opened it")
+    }
     await client.close()
   }
 })

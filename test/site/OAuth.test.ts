@@ -121,8 +121,12 @@ t.test("openid-client: discovery, registration, PKCE code flow through sign-in a
   const refreshed = await client.refreshTokenGrant(config, tokens.refresh_token!)
   t.not(refreshed.refresh_token, tokens.refresh_token)
   t.equal((await bearer(refreshed.access_token, "/voices")).status, 200)
+  const race = await client.refreshTokenGrant(config, tokens.refresh_token!).then(() => "accepted", (e: unknown) => (e as { error?: string }).error)
+  t.equal(race, "invalid_grant", "a rotated refresh token is refused")
+  t.equal((await bearer(refreshed.access_token, "/voices")).status, 200, "at once (a client's retry racing itself) the chain survives")
+  await new Promise((r) => setTimeout(r, 2200))
   const reuse = await client.refreshTokenGrant(config, tokens.refresh_token!).then(() => "accepted", (e: unknown) => (e as { error?: string }).error)
-  t.equal(reuse, "invalid_grant", "a rotated refresh token is refused")
+  t.equal(reuse, "invalid_grant", "later, a rotated refresh token is theft")
   t.equal((await bearer(refreshed.access_token, "/voices")).status, 401, "and its chain is revoked")
   t.equal((await client.refreshTokenGrant(config, refreshed.refresh_token!).then(() => "accepted", (e: unknown) => (e as { error?: string }).error)), "invalid_grant")
 
@@ -216,11 +220,25 @@ t.test("attacks: PKCE, code replay, redirect mismatch, consent denied and CSRF, 
   t.equal((await tokenAs(`Basic ${Buffer.from(`${id}:wrong`).toString("base64")}`)).status, 401)
   t.equal(((await (await tokenAs(`Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`)).json()) as { error: string }).error, "invalid_grant", "authenticated, then the grant is checked")
 
+  // The registered method only: a Basic client sending its secret in the form, Basic naming another id.
+  const viaForm = await fetch(`${site}/api/auth/mcp/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: "ort_x", client_id: id, client_secret: secret }) })
+  t.equal(viaForm.status, 401, "client_secret_basic means the header")
+  const twoIds = await fetch(`${site}/api/auth/mcp/token`, { method: "POST", headers: { authorization: `Basic ${Buffer.from(`${id}:${secret}`).toString("base64")}`, "content-type": "application/x-www-form-urlencoded" }, body: `grant_type=refresh_token&refresh_token=ort_x&client_id=${client_id}` })
+  t.equal(twoIds.status, 401, "Basic and a different client_id")
+  t.equal(await errorOf(await authorize({ code_challenge: challenge, code_challenge_method: "S256", scope: " " })), "invalid_scope", "an empty scope")
+  const sneaky = await authorize({ code_challenge: challenge, code_challenge_method: "S256", redirect_uri: redirectUri.replace("http://", "http://evil@") })
+  t.equal(sneaky.status, 400, "loopback with a user part is not the registered URI")
+  t.equal((await authorize({ code_challenge: challenge, code_challenge_method: "S256", redirect_uri: `${redirectUri}#frag` })).status, 400)
+
   // Registration refuses redirect URIs that are neither https nor loopback.
   const bad = await fetch(`${site}/api/auth/mcp/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: ["http://evil.example/cb"] }) })
   t.equal(bad.status, 400)
   t.equal(((await bad.json()) as { error: string }).error, "invalid_redirect_uri")
   t.equal((await fetch(`${site}/api/auth/mcp/register`, { method: "POST", body: "[1]" })).status, 400)
+  for (const uri of ["https://evil.com\\@good.com/cb", " https://good.com/cb", "https://good.com/cb\n"]) {
+    const odd = await fetch(`${site}/api/auth/mcp/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [uri] }) })
+    t.equal(odd.status, 400, JSON.stringify(uri))
+  }
 })
 
 t.test("every API route that takes a credential declares its OAuth scope (except /user, which reads the caller)", async (t) => {
