@@ -116,7 +116,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
     creditsLayer({ instanceId }),
     webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 }),
-    oauthStoreLayer
+    oauthStoreLayer({ accessTtlS: config.oauthAccessTtlS })
   ).pipe(Layer.provideMerge(database))
   const housekeeping = Layer.mergeAll(
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),

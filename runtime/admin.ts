@@ -17,6 +17,8 @@ import { parseArgs } from "node:util"
 import { AccountsError } from "../storage/AccountsError.ts"
 import { hashPassword, passwordProblem } from "../storage/Passwords.ts"
 import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
+import { OAuthStore, oauthStoreLayer } from "../storage/OAuthStore.ts"
+import { rotateSigningKey } from "../protocol/oauth/IdTokens.ts"
 import { ApiKeys, apiKeysLayer } from "../storage/ApiKeys.ts"
 import { Credits, CreditsLive } from "../storage/Credits.ts"
 import { Users, usersLayer } from "../storage/Users.ts"
@@ -38,6 +40,8 @@ Commands:
   grant --user USER_ID --credits N        add N credits to a user
   list-users                              users with their credits and key counts
   list-keys --user USER_ID                a user's active keys
+  rotate-signing-key                      a new key signs OAuth ID tokens from now on; the
+                                          old ones stay published in the JWKS for verifiers
   ledger --user USER_ID [--limit N]       a user's credit movements, newest first
                                           (grants, debits, refunds; default 50, at most 500)
   help                                    this text
@@ -61,6 +65,7 @@ type Command =
   | { readonly kind: "delete-key"; readonly key: string }
   | { readonly kind: "grant"; readonly user: string; readonly credits: number }
   | { readonly kind: "list-users" }
+  | { readonly kind: "rotate-signing-key" }
   | { readonly kind: "list-keys"; readonly user: string }
   | { readonly kind: "ledger"; readonly user: string; readonly limit: number | undefined }
 
@@ -72,6 +77,7 @@ const optionsOf: Record<Command["kind"], ReadonlyArray<string>> = {
   "delete-key": ["key"],
   "grant": ["user", "credits"],
   "list-users": [],
+  "rotate-signing-key": [],
   "list-keys": ["user"],
   "ledger": ["user", "limit"]
 }
@@ -149,6 +155,7 @@ export const parseCommand = (argv: ReadonlyArray<string>): { readonly command: C
         json
       }
     case "list-users":
+    case "rotate-signing-key":
       return { command: { kind: name }, json }
     case "list-keys":
       return { command: { kind: name, user: required(values.user, "user", name) }, json }
@@ -259,6 +266,11 @@ const run = (command: Exclude<Command, { kind: "help" }>, json: boolean) =>
         const balance = yield* creditStore.grantCredits(command.user, command.credits, { purpose: "admin" })
         return out({ user_id: command.user, credits: balance }, `user ${command.user} now has ${balance} credits`)
       }
+      case "rotate-signing-key": {
+        yield* rotateSigningKey
+        const keys = yield* (yield* OAuthStore).signingKeys
+        return out({ kid: keys.current.kid, published: keys.published.length }, `ID tokens are now signed with key ${keys.current.kid}; ${keys.published.length} key(s) published in the JWKS`)
+      }
       case "list-users": {
         const users = yield* userStore.listUsers()
         return out(
@@ -310,7 +322,8 @@ const layers = Layer.unwrap(Effect.gen(function*() {
   return Layer.mergeAll(
     usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
     CreditsLive,
-    webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 })
+    webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 }),
+    oauthStoreLayer({ accessTtlS: config.oauthAccessTtlS })
   ).pipe(
     Layer.provideMerge(databaseLayer({ databaseUrl: databaseUrlText(config), dataDir: config.dataDir, embeddedRole: "tool" }))
   )

@@ -3,7 +3,7 @@
  * tokens and ID-token signing keys. Every secret is kept as its sha256; every state change is one
  * conditional statement, so two instances racing on one code or one refresh token cannot both win.
  *
- * Lifetimes: codes 5 minutes, access tokens 1 hour, refresh tokens 30 days (rotated on every use;
+ * Lifetimes: codes 5 minutes, access tokens 1 hour (OAUTH_ACCESS_TTL_S), refresh tokens 30 days (rotated on every use;
  * a rotated one presented again revokes its whole family). A grant is what the user consented to
  * for a client; revoking it revokes every token issued under it, at once (tokens are looked up on
  * every request, never trusted from a signature).
@@ -15,6 +15,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { jsonbValue } from "./Database.ts"
 
 export const CODE_TTL_S = 300
+/** Default lifetime of an access token, s (OAUTH_ACCESS_TTL_S). */
 export const ACCESS_TTL_S = 3600
 export const REFRESH_TTL_S = 30 * 24 * 3600
 /** A rotated refresh token presented again within this many seconds is a race, not a theft. */
@@ -108,7 +109,13 @@ export const verifyClientSecret = (client: OAuthClient, secret: string) => {
   return presented.length === client.secretHash.length && timingSafeEqual(presented, client.secretHash)
 }
 
-export const oauthStoreLayer: Layer.Layer<OAuthStore, never, SqlClient> = Layer.effect(OAuthStore, Effect.gen(function*() {
+export interface OAuthStoreOptions {
+  /** Access-token lifetime, s. */
+  readonly accessTtlS?: number
+}
+
+export const oauthStoreLayer = (options: OAuthStoreOptions = {}): Layer.Layer<OAuthStore, never, SqlClient> => Layer.effect(OAuthStore, Effect.gen(function*() {
+  const accessTtlS = options.accessTtlS ?? ACCESS_TTL_S
   const sql = yield* SqlClient
 
   const tokenInfo = (r: { user_id: string; client_id: string; grant_id: string; scopes: string }): TokenInfo =>
@@ -118,14 +125,14 @@ export const oauthStoreLayer: Layer.Layer<OAuthStore, never, SqlClient> = Layer.
     const fam = family ?? random("fam_", 12)
     const accessToken = random(ACCESS_PREFIX)
     yield* sql`INSERT INTO oauth_tokens (token_hash, kind, grant_id, family, code_hash, scopes, expires_at)
-               VALUES (${secretHash(accessToken)}, 'access', ${grantId}, ${fam}, ${codeHash ?? null}, ${scopes}, now() + make_interval(secs => ${ACCESS_TTL_S}))`
+               VALUES (${secretHash(accessToken)}, 'access', ${grantId}, ${fam}, ${codeHash ?? null}, ${scopes}, now() + make_interval(secs => ${accessTtlS}))`
     let refreshToken: string | undefined
     if (withRefresh) {
       refreshToken = random(REFRESH_PREFIX)
       yield* sql`INSERT INTO oauth_tokens (token_hash, kind, grant_id, family, code_hash, scopes, expires_at)
                  VALUES (${secretHash(refreshToken)}, 'refresh', ${grantId}, ${fam}, ${codeHash ?? null}, ${scopes}, now() + make_interval(secs => ${REFRESH_TTL_S}))`
     }
-    return { accessToken, refreshToken, expiresIn: ACCESS_TTL_S, scopes } satisfies IssuedTokens
+    return { accessToken, refreshToken, expiresIn: accessTtlS, scopes } satisfies IssuedTokens
   })
 
   const revokeFamily = (family: string) => sql`UPDATE oauth_tokens SET revoked_at = now() WHERE family = ${family} AND revoked_at IS NULL`

@@ -260,3 +260,26 @@ t.test("every API route that takes a credential declares its OAuth scope (except
   const jwks = (await (await fetch(`${site}/api/auth/mcp/jwks`)).json()) as { keys: Array<Record<string, unknown>> }
   t.ok(jwks.keys.length >= 1 && jwks.keys.every((k) => k.kty === "EC" && k.d === undefined), "public keys only")
 })
+
+t.test("an access token past its lifetime is refused; its refresh token still works", async (t) => {
+  const short = await startTestService(t, { WORKERS: "1", OAUTH_ACCESS_TTL_S: "1" })
+  const user = await Effect.runPromise(short.users.createUserWithKey({ name: "fay", credits: 100 }))
+  const reg = (await (await fetch(`${short.siteUrl}/api/auth/mcp/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [redirectUri], token_endpoint_auth_method: "none" }) })).json()) as { client_id: string }
+  const session = await Effect.runPromise(short.webSessions.start(user.userId))
+  const verifier = client.randomPKCECodeVerifier()
+  const body = new URLSearchParams({ response_type: "code", client_id: reg.client_id, redirect_uri: redirectUri, scope: "voices offline_access", code_challenge: await client.calculatePKCECodeChallenge(verifier), code_challenge_method: "S256", decision: "allow", csrf: session.csrfToken })
+  body.append("grant", "voices")
+  body.append("grant", "offline_access")
+  const consent = await fetch(`${short.siteUrl}/api/auth/mcp/authorize`, { method: "POST", redirect: "manual", headers: { cookie: `svc_session=${session.token}`, "content-type": "application/x-www-form-urlencoded" }, body })
+  const code = new URL(consent.headers.get("location")!).searchParams.get("code")!
+  const token = (fields: Record<string, string>) =>
+    fetch(`${short.siteUrl}/api/auth/mcp/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ client_id: reg.client_id, ...fields }) }).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string; expires_in: number }>)
+  const issued = await token({ grant_type: "authorization_code", code, redirect_uri: redirectUri, code_verifier: verifier })
+  t.equal(issued.expires_in, 1)
+  const use = (access: string) => fetch(`${short.siteUrl}/api/v1/voices`, { headers: { authorization: `Bearer ${access}` } }).then((r) => r.status)
+  t.equal(await use(issued.access_token), 200)
+  await new Promise((r) => setTimeout(r, 1500))
+  t.equal(await use(issued.access_token), 401, "expired")
+  const renewed = await token({ grant_type: "refresh_token", refresh_token: issued.refresh_token })
+  t.equal(await use(renewed.access_token), 200, "a refreshed token works")
+})

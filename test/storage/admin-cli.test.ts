@@ -200,3 +200,13 @@ t.test("site accounts: create-user --email shows a password once; set-password f
   t.match(unknown.stderr, /no user with the e-mail/)
   t.match((await cli(settings, "create-user", "--email", "not-an-address")).stderr, /must be an e-mail address/)
 })
+
+t.test("rotate-signing-key: a new ID-token key, the old one still published", async (t) => {
+  const settings = await freshSettings(t)
+  const first = await cli(settings, "rotate-signing-key", "--json")
+  t.equal(first.code, 0, first.stderr)
+  const a = JSON.parse(first.stdout) as { kid: string; published: number }
+  const b = JSON.parse((await cli(settings, "rotate-signing-key", "--json")).stdout) as { kid: string; published: number }
+  t.not(a.kid, b.kid)
+  t.equal(b.published, a.published + 1)
+})
