@@ -91,7 +91,7 @@ export const buildOpenApi = (routes: ReadonlyArray<Route<any>>, info: { siteUrl:
       title: "Speech Service API",
       version: API_DESCRIPTION_VERSION,
       "x-service-version": info.version,
-      description: "Self-hosted speech service; the v1 API emulates the ElevenLabs API (see SPEC Part 9 for deviations)."
+      description: "Self-hosted speech service; the v1 API emulates the ElevenLabs API (the README lists the deviations, under \"Deviations from the ElevenLabs API\")."
     },
     servers: [{ url: info.siteUrl }],
     paths,
