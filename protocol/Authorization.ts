@@ -51,7 +51,7 @@ export const cookieValue = (header: string | undefined, name: string): string | 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 
 /** Constant-time comparison of a presented token with the expected one. */
-const sameSecret = (presented: string | undefined, expected: string) => {
+export const sameSecret = (presented: string | undefined, expected: string) => {
   if (presented === undefined) return false
   const a = Buffer.from(presented)
   const b = Buffer.from(expected)

@@ -55,9 +55,8 @@ const dot = (a: Vector, b: Vector) => {
   return s
 }
 
-/** Unit-length TF-IDF vectors, one per unit. */
-export const tfidf = (units: ReadonlyArray<SentenceUnit>): Array<Vector> => {
-  const terms = units.map((u) => contentTerms(u.text))
+/** Unit-length TF-IDF vectors, one per unit's content terms. */
+export const tfidf = (terms: ReadonlyArray<ReadonlyArray<string>>): Array<Vector> => {
   const df = new Map<string, number>()
   for (const ts of terms) for (const t of new Set(ts)) df.set(t, (df.get(t) ?? 0) + 1)
   return terms.map((ts) => {
@@ -65,7 +64,7 @@ export const tfidf = (units: ReadonlyArray<SentenceUnit>): Array<Vector> => {
     for (const t of ts) v.set(t, (v.get(t) ?? 0) + 1)
     let norm = 0
     for (const [t, tf] of v) {
-      const w = tf * Math.log(1 + units.length / df.get(t)!)
+      const w = tf * Math.log(1 + terms.length / df.get(t)!)
       v.set(t, w)
       norm += w * w
     }
@@ -123,10 +122,11 @@ export interface Scored {
 }
 
 export const scoreUnits = (units: ReadonlyArray<SentenceUnit>): Scored => {
-  const vectors = tfidf(units)
+  const terms = units.map((u) => contentTerms(u.text))
+  const vectors = tfidf(terms)
   const raw = salience(vectors)
   const top = Math.max(...raw, Number.MIN_VALUE)
-  const score = raw.map((r, i) => (r / top) * Math.min(1, contentTerms(units[i]!.text).length / 6))
+  const score = raw.map((r, i) => (r / top) * Math.min(1, terms[i]!.length / 6))
   return { units, vectors, score }
 }
 

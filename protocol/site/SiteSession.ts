@@ -5,8 +5,7 @@
  * cookie's). A page that needs a user sends a signed-out browser to sign in and back.
  */
 import { Effect } from "effect"
-import { timingSafeEqual } from "node:crypto"
-import { cookieValue, SESSION_COOKIE } from "../Authorization.ts"
+import { cookieValue, sameSecret, SESSION_COOKIE } from "../Authorization.ts"
 import { ApiError } from "../ApiError.ts"
 import type { Reply, RequestContext } from "../Http.ts"
 import { type User, Users } from "../../storage/Users.ts"
@@ -59,15 +58,8 @@ export const readForm = (ctx: RequestContext) =>
     return form
   })
 
-const sameToken = (a: string | null | undefined, b: string | undefined) => {
-  if (a === null || a === undefined || b === undefined || a.length === 0) return false
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
-}
-
 /** 403 unless the form's `csrf` field is `expected`. */
 export const checkCsrf = (form: URLSearchParams, expected: string | undefined) =>
-  sameToken(form.get("csrf"), expected)
+  expected !== undefined && expected !== "" && sameSecret(form.get("csrf") ?? undefined, expected)
     ? Effect.void
     : Effect.fail(new ApiError({ status: 403, code: "csrf_failed", message: "the form has expired or did not come from this site; reload the page and try again" }))

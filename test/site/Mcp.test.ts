@@ -11,15 +11,13 @@ import type { OAuthClientProvider } from "@modelcontextprotocol/sdk/client/auth.
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { Effect } from "effect"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import { chromium } from "playwright-core"
 import t from "tap"
 import { hashPassword } from "../../storage/Passwords.ts"
 import { jsonApi } from "../support/jsonApi.ts"
-import { LIBRIVOX_WAV } from "../support/librivoxSpeech.ts"
+import { consentedTokens, loopbackCallback, registerPublicClient } from "../support/oauthFlow.ts"
+import { conversationWav, LIBRIVOX_WAV } from "../support/librivoxSpeech.ts"
 import { startTestService } from "../support/service.ts"
 
 const service = await startTestService(t, { WORKERS: "1" })
@@ -97,20 +95,9 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
   t.ok(diff(out, clean) < diff(noisy, clean), `closer to the clean reading than the noisy input (rms of the first 0.1 s: ${rms(noisy, 0, 1600).toFixed(0)} → ${rms(out, 0, 1600).toFixed(0)})`)
 
   // Past the SDK's own 4 MB body cap: 160 s of 16 kHz audio (5 MB, 6.8 MB as base64).
-  const long = Buffer.alloc(44 + 160 * 16000 * 2)
-  long.write("RIFF", 0)
-  long.writeUInt32LE(long.length - 8, 4)
-  long.write("WAVEfmt ", 8)
-  long.writeUInt32LE(16, 16)
-  long.writeUInt16LE(1, 20)
-  long.writeUInt16LE(1, 22)
-  long.writeUInt32LE(16000, 24)
-  long.writeUInt32LE(32000, 28)
-  long.writeUInt16LE(2, 32)
-  long.writeUInt16LE(16, 34)
-  long.write("data", 36)
-  long.writeUInt32LE(long.length - 44, 40)
-  for (let i = 44; i < long.length; i += 2) long.writeInt16LE(Math.round(3000 * Math.sin(i / 7)), i)
+  const tone = Buffer.alloc(160 * 16000 * 2)
+  for (let i = 0; i < tone.length; i += 2) tone.writeInt16LE(Math.round(3000 * Math.sin(i / 7)), i)
+  const long = conversationWav([tone], 0)
   const big = await client.callTool({ name: "denoise_audio", arguments: { audio_base64: long.toString("base64") } })
   t.notOk(big.isError, "a 6.8 MB request is accepted")
 
@@ -145,10 +132,7 @@ t.test("with an API key: every tool, real audio in and out", async (t) => {
 })
 
 t.test("the SDK's OAuth client provider: register, authorize in the browser without tts, and the tool says which scope is missing", async (t) => {
-  const callback = http.createServer((_req, res) => res.end("ok"))
-  await new Promise<void>((r) => callback.listen(0, "127.0.0.1", r))
-  t.teardown(() => callback.close())
-  const redirectUrl = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`
+  const redirectUrl = await loopbackCallback(t)
   let authorizationUrl: URL | undefined
   const store: { client?: OAuthClientInformationMixed; tokens?: OAuthTokens; verifier?: string } = {}
   const provider: OAuthClientProvider = {
@@ -201,22 +185,13 @@ t.test("the SDK's OAuth client provider: register, authorize in the browser with
 })
 
 t.test("each tool family refuses a token without its scope and names it", async (t) => {
-  const callback = http.createServer((_req, res) => res.end("ok"))
-  await new Promise<void>((r) => callback.listen(0, "127.0.0.1", r))
-  t.teardown(() => callback.close())
-  const redirectUri = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/cb`
-  const registered = (await (await fetch(`${site}/api/auth/mcp/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [redirectUri], token_endpoint_auth_method: "none" }) })).json()) as { client_id: string }
+  const redirectUri = await loopbackCallback(t, "/cb")
+  const clientId = await registerPublicClient(site, redirectUri)
   const session = await Effect.runPromise(service.webSessions.start(cat.userId))
   const families = { tts: ["synthesize_speech", { text: "hi" }], voices: ["list_voices", {}], asr: ["transcribe_audio", { audio_base64: "AAAA" }], summary: ["summarize_job", { job_id: "job_x" }], translate: ["translate_text", { text: "x", source: "en", target: "es" }], denoise: ["denoise_audio", { audio_base64: "AAAA" }] } as const
-  const verifier = "v".repeat(43)
-  const challenge = createHash("sha256").update(verifier).digest("base64url")
   for (const [scope, [tool, args]] of Object.entries(families)) {
     const others = Object.keys(families).filter((x) => x !== scope)
-    const body = new URLSearchParams({ response_type: "code", client_id: registered.client_id, redirect_uri: redirectUri, scope: Object.keys(families).join(" "), code_challenge: challenge, code_challenge_method: "S256", decision: "allow", csrf: session.csrfToken })
-    for (const o of others) body.append("grant", o)
-    const consent = await fetch(`${site}/api/auth/mcp/authorize`, { method: "POST", redirect: "manual", headers: { cookie: `svc_session=${session.token}`, "content-type": "application/x-www-form-urlencoded" }, body })
-    const code = new URL(consent.headers.get("location")!).searchParams.get("code")!
-    const tokens = (await (await fetch(`${site}/api/auth/mcp/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ grant_type: "authorization_code", code, redirect_uri: redirectUri, client_id: registered.client_id, code_verifier: verifier }) })).json()) as { access_token: string; scope: string }
+    const tokens = await consentedTokens(site, { session, clientId, redirectUri, scopes: Object.keys(families), granted: others })
     t.notMatch(` ${tokens.scope} `, ` ${scope} `, `the token lacks ${scope}`)
     const { client } = await connect({ authorization: `Bearer ${tokens.access_token}` })
     const answer = await client.callTool({ name: tool, arguments: args })

@@ -9,13 +9,12 @@
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import * as client from "openid-client"
 import { chromium, type Page } from "playwright-core"
 import t from "tap"
 import { hashPassword } from "../../storage/Passwords.ts"
 import { LIBRIVOX_WAV } from "../support/librivoxSpeech.ts"
+import { consentedTokens, loopbackCallback, registerPublicClient, tokenRequest } from "../support/oauthFlow.ts"
 import { startTestService } from "../support/service.ts"
 
 const service = await startTestService(t, { WORKERS: "1" })
@@ -27,10 +26,7 @@ const ann = await makeUser("ann@example.com")
 const ben = await makeUser("ben@example.com")
 
 // The client's redirect target: a loopback listener that just says "ok".
-const callback = http.createServer((_req, res) => res.end("ok"))
-await new Promise<void>((r) => callback.listen(0, "127.0.0.1", r))
-t.teardown(() => callback.close())
-const redirectUri = `http://127.0.0.1:${(callback.address() as AddressInfo).port}/callback`
+const redirectUri = await loopbackCallback(t)
 
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] })
 t.teardown(() => browser.close())
@@ -264,22 +260,15 @@ t.test("every API route that takes a credential declares its OAuth scope (except
 t.test("an access token past its lifetime is refused; its refresh token still works", async (t) => {
   const short = await startTestService(t, { WORKERS: "1", OAUTH_ACCESS_TTL_S: "1" })
   const user = await Effect.runPromise(short.users.createUserWithKey({ name: "fay", credits: 100 }))
-  const reg = (await (await fetch(`${short.siteUrl}/api/auth/mcp/register`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ redirect_uris: [redirectUri], token_endpoint_auth_method: "none" }) })).json()) as { client_id: string }
+  const clientId = await registerPublicClient(short.siteUrl, redirectUri)
   const session = await Effect.runPromise(short.webSessions.start(user.userId))
-  const verifier = client.randomPKCECodeVerifier()
-  const body = new URLSearchParams({ response_type: "code", client_id: reg.client_id, redirect_uri: redirectUri, scope: "voices offline_access", code_challenge: await client.calculatePKCECodeChallenge(verifier), code_challenge_method: "S256", decision: "allow", csrf: session.csrfToken })
-  body.append("grant", "voices")
-  body.append("grant", "offline_access")
-  const consent = await fetch(`${short.siteUrl}/api/auth/mcp/authorize`, { method: "POST", redirect: "manual", headers: { cookie: `svc_session=${session.token}`, "content-type": "application/x-www-form-urlencoded" }, body })
-  const code = new URL(consent.headers.get("location")!).searchParams.get("code")!
-  const token = (fields: Record<string, string>) =>
-    fetch(`${short.siteUrl}/api/auth/mcp/token`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ client_id: reg.client_id, ...fields }) }).then((r) => r.json() as Promise<{ access_token: string; refresh_token: string; expires_in: number }>)
-  const issued = await token({ grant_type: "authorization_code", code, redirect_uri: redirectUri, code_verifier: verifier })
+  const scopes = ["voices", "offline_access"]
+  const issued = await consentedTokens(short.siteUrl, { session, clientId, redirectUri, scopes, granted: scopes })
   t.equal(issued.expires_in, 1)
   const use = (access: string) => fetch(`${short.siteUrl}/api/v1/voices`, { headers: { authorization: `Bearer ${access}` } }).then((r) => r.status)
   t.equal(await use(issued.access_token), 200)
   await new Promise((r) => setTimeout(r, 1500))
   t.equal(await use(issued.access_token), 401, "expired")
-  const renewed = await token({ grant_type: "refresh_token", refresh_token: issued.refresh_token })
+  const renewed = await tokenRequest(short.siteUrl, { grant_type: "refresh_token", refresh_token: issued.refresh_token, client_id: clientId })
   t.equal(await use(renewed.access_token), 200, "a refreshed token works")
 })
