@@ -18,8 +18,14 @@
  *
  * Shutdown interrupts the running jobs and hands them back to the queue (`requeue`), so the next
  * instance to poll takes them at once instead of after the lease.
+ *
+ * A database outage is nobody's failure: a run that fails because the database is unreachable
+ * is not committed as failed but handed back to the queue (`handBack`) once the database
+ * answers again, and a finished run's commit waits for the database instead of giving up.
+ * Without this a single instance kept such a job `running` for ever (it never takes back its
+ * own claims).
  */
-import { Context, Effect, Fiber, Layer, type Scope } from "effect"
+import { Context, Effect, Fiber, Layer, Schedule, type Scope } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import * as fs from "node:fs/promises"
 import { TranscriptionError } from "../engines/asr/TranscriptionError.ts"
@@ -34,6 +40,12 @@ import { CreditPurpose, sttCredits } from "./CreditPolicy.ts"
 import { RecognitionJobError } from "./RecognitionJobError.ts"
 import { speechToTextBody } from "./Transcript.ts"
 import { type RecognitionProgress, Transcriber } from "./Transcription.ts"
+
+/** The database cannot be reached (down, cut off, refusing the credentials): worth waiting out. */
+const databaseOutage = (e: unknown): boolean => {
+  const failure = e as { _tag?: unknown; reason?: { _tag?: unknown } } | null
+  return failure?._tag === "SqlError" && (failure.reason?._tag === "ConnectionError" || failure.reason?._tag === "AuthenticationError")
+}
 
 export interface PublicError {
   readonly code: string
@@ -110,6 +122,8 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
       const sql = jobs.sql
       const me = options.instanceId
       const heartbeatMs = Math.max(100, Math.min(2000, Math.floor(options.leaseMs / 3)))
+      /** Retries while the database is unreachable, every heartbeat; other failures pass through. */
+      const untilReachable = Effect.retry({ while: databaseOutage, schedule: Schedule.spaced(heartbeatMs) })
       const running = new Map<string, Fiber.Fiber<void>>()
       let wake: (() => void) | undefined
       /** A kick while the loop is claiming is kept, so it looks once more before it sleeps. */
@@ -140,7 +154,10 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
           }
           return true
         })).pipe(
-          // A database hiccup at the very end: try again; the job stays ours while the lease holds.
+          // The database unreachable at the very end: wait for it (the work is done; if the lease
+          // lapses meanwhile and another instance claims the job, `finish` finds it no longer
+          // ours). Any other hiccup: try again a few times.
+          untilReachable,
           Effect.retry({ times: 3 }),
           Effect.tap((done) => (done ? options.deliveryWritten : Effect.void))
         )
@@ -223,6 +240,11 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
           )
           if (raced._tag === "Lost") {
             yield* Effect.logInfo("job no longer ours (cancelled or claimed again); stopped", { jobId: job.id })
+            return
+          }
+          if (raced.r._tag === "Failure" && databaseOutage(raced.r.failure)) {
+            yield* Effect.logWarning("job cut short by a database outage; handing it back once the database answers", { jobId: job.id })
+            yield* untilReachable(jobs.handBack(job.id, me))
             return
           }
           const outcome: Outcome = raced.r._tag === "Success"

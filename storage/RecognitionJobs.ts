@@ -232,6 +232,14 @@ export const makeRecognitionJobs = Effect.gen(function*() {
       sql`UPDATE recognition_jobs SET state = 'pending', claimed_by = NULL, lease_until = NULL, claims = GREATEST(claims - 1, 0)
         WHERE state = 'running' AND claimed_by = ${instanceId}`,
 
+    /**
+     * Hands one job back to the queue while this instance still holds it: its run was cut short
+     * by a database outage, which is no fault of the job, so the claim does not count.
+     */
+    handBack: (id: string, instanceId: string) =>
+      sql`UPDATE recognition_jobs SET state = 'pending', claimed_by = NULL, lease_until = NULL, claims = GREATEST(claims - 1, 0)
+        WHERE id = ${id} AND state = 'running' AND claimed_by = ${instanceId}`,
+
     /** Reserved uploads whose address expired unused: removed, their blob keys returned. */
     sweepExpiredUploads: () =>
       sql<{ upload_key: string }>`DELETE FROM recognition_jobs
