@@ -116,6 +116,8 @@ const parse = (ctx: RequestContext, options: MultipartOptions, temp: TempFiles):
       onSettled?.()
     }
     parser.on("field", (name, value, info) => {
+      // busboy names a part with name="" (or none) undefined: no field can be read by that name.
+      if ((name as string | undefined) === undefined) return
       if (info.valueTruncated) return fail(badRequest(`field ${name} is longer than ${maxFieldBytes} bytes`))
       // PostgreSQL text cannot hold NUL, and no field here has a use for it.
       if (value.includes("\u0000") || name.includes("\u0000")) return fail(badRequest(`field ${name.replaceAll("\u0000", "")} contains a NUL character`))

@@ -37,7 +37,10 @@ export const parseFormats = (raw: unknown): Array<string> => {
       items = text.split(",")
     }
   }
-  return items.map((i) => (typeof i === "string" ? i : (i as { format?: unknown })?.format)).map((f) => String(f ?? "").trim().toLowerCase())
+  // An object or array in place of a name is named as such: String() of a deeply nested array
+  // overflows the stack (a 500 for a JSON job start body).
+  return items.map((i) => (typeof i === "string" ? i : (i as { format?: unknown })?.format))
+    .map((f) => (typeof f === "object" && f !== null ? "(object)" : String(f ?? "")).trim().toLowerCase())
 }
 
 const optionalText = (fields: Readonly<Record<string, unknown>>, name: string): string | undefined => {
@@ -45,8 +48,15 @@ const optionalText = (fields: Readonly<Record<string, unknown>>, name: string): 
   return v === undefined || v === null ? undefined : String(v)
 }
 
+const scalarFields = ["language_code", "timestamps_granularity", "num_speakers", "diarize", "speaker_recognition"] as const
+
 export const parseTranscriptionOptions = (fields: Readonly<Record<string, unknown>>): Effect.Effect<JobOptions, ApiError> =>
   Effect.gen(function*() {
+    // JSON bodies may put objects or arrays here; String() of those is no option value.
+    for (const name of scalarFields) {
+      const v = fields[name]
+      if (typeof v === "object" && v !== null) return yield* badRequest(`${name} must be a string, number or boolean`)
+    }
     const granularity = (optionalText(fields, "timestamps_granularity") ?? "word").trim().toLowerCase()
     if (granularity !== "word" && granularity !== "none" && granularity !== "character") {
       return yield* badRequest(`timestamps_granularity must be word, none or character, got ${granularity}`)

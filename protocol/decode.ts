@@ -6,6 +6,9 @@ import { Effect, Schema } from "effect"
 import { type ApiError, badRequest } from "./ApiError.ts"
 import type { RequestContext } from "./Http.ts"
 
+/** JSON is UTF-8 (RFC 8259 8.1): bytes that are not are refused, not replaced with U+FFFD. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
 const issueText = (cause: unknown): string => {
   const e = cause as { message?: string }
   return (e.message ?? String(cause)).split("\n").slice(0, 6).join("; ")
@@ -21,7 +24,7 @@ export const decodeJsonBody = <S extends Schema.Top & { readonly DecodingService
     if (bytes.byteLength === 0) return yield* Effect.fail(badRequest("a JSON request body is required"))
     let json: unknown
     try {
-      json = JSON.parse(new TextDecoder().decode(bytes))
+      json = JSON.parse(strictUtf8.decode(bytes))
     } catch (e) {
       return yield* Effect.fail(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
     }
@@ -46,7 +49,7 @@ export const optionalJsonObject = (ctx: RequestContext, limitBytes: number): Eff
     if (bytes.byteLength === 0) return {}
     let value: unknown
     try {
-      value = JSON.parse(new TextDecoder().decode(bytes))
+      value = JSON.parse(strictUtf8.decode(bytes))
     } catch (e) {
       return yield* Effect.fail(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
     }

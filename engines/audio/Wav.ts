@@ -89,8 +89,10 @@ export const parseWav = (bytes: Uint8Array): ParsedWav => {
     const body = offset + 8
     if (id === "fmt ") {
       if (declared < 16) throw new WavParseError("fmt chunk too short")
+      // A file cut inside its fmt chunk: the fields past the end cannot be read.
+      if (body + 16 > bytes.length) throw new WavParseError("fmt chunk truncated")
       let format = v.getUint16(body, true)
-      if (format === 0xfffe && declared >= 26) format = v.getUint16(body + 24, true) // extensible subformat GUID starts with the tag
+      if (format === 0xfffe && declared >= 26 && body + 26 <= bytes.length) format = v.getUint16(body + 24, true) // extensible subformat GUID starts with the tag
       fmt = { format, channels: v.getUint16(body + 2, true), sampleRate: v.getUint32(body + 4, true), bits: v.getUint16(body + 14, true) }
     } else if (id === "data") {
       if (fmt === undefined) throw new WavParseError("data chunk before fmt chunk")
