@@ -56,7 +56,7 @@ export const WorkerPool = {
 const STALL_MS = 60_000
 
 const bootstrap = new URL("./worker.mjs", import.meta.url).href
-const defaultTaskModule = new URL("../engines/worker.ts", import.meta.url).href
+const defaultTaskModule = new URL(`../engines/worker.${new URL(import.meta.url).pathname.endsWith(".ts") ? "ts" : "js"}`, import.meta.url).href // .js in dist/
 
 /** A task waiting in a lane; `start` hands it to piscina. */
 interface Waiting {
