@@ -1,31 +1,56 @@
 /**
- * Sentence streaming outside the engines (a segmenter plus a non-streaming engine): segment N+1
- * is synthesized while segment N is being sent, results are emitted strictly in order, and at
- * most `ahead` syntheses are in flight, so a slow reader bounds the work done for it.
+ * Sentence streaming outside the engines (a segmenter plus an engine that hands its audio over
+ * in blocks): segment N+1 is synthesized while segment N is being sent, results are emitted
+ * strictly in order, and at most `ahead` syntheses are in flight, so a slow reader bounds the
+ * work done for it. Within a segment, each block is emitted as soon as it arrives, so the first
+ * audio leaves when the engine's first block is made, not when its sentence is done.
  *
- * Interrupting the caller interrupts the in-flight syntheses (they are child fibers), which
- * aborts their pool tasks.
+ * Memory: the blocks of a segment that is ahead of the reader wait in that segment's queue (at
+ * most `ahead` segments' audio). Interrupting the caller interrupts the in-flight syntheses
+ * (they are child fibers), which cancels their pool tasks at their next block.
  */
-import { Effect, Fiber } from "effect"
+import { Cause, Effect, Fiber, Queue } from "effect"
 
-export const synthesizeInOrder = <S, A, E, E2, R, R2>(
+export const streamInOrder = <S, B, A, E, E2, R, R2>(
   segments: ReadonlyArray<S>,
   ahead: number,
-  synthesize: (segment: S, index: number) => Effect.Effect<A, E, R>,
-  emit: (result: A, segment: S, index: number) => Effect.Effect<void, E2, R2>
+  /** Synthesizes one segment, handing each block to `onBlock` (any thread callback; no waiting). */
+  synthesize: (segment: S, index: number, onBlock: (block: B) => void) => Effect.Effect<A, E, R>,
+  emitBlock: (block: B, segment: S, index: number) => Effect.Effect<void, E2, R2>,
+  /** After the segment's last block, with what its synthesis returned. */
+  endSegment: (result: A, segment: S, index: number) => Effect.Effect<void, E2, R2>
 ): Effect.Effect<void, E | E2, R | R2> =>
   Effect.gen(function*() {
     const n = segments.length
-    const inFlight: Array<Fiber.Fiber<A, E> | undefined> = new Array(n)
+    const inFlight: Array<{ readonly fiber: Fiber.Fiber<A, E>; readonly blocks: Queue.Queue<B, Cause.Done> } | undefined> = new Array(n)
     const start = (i: number) =>
-      Effect.map(Effect.forkChild(synthesize(segments[i]!, i)), (fiber) => {
-        inFlight[i] = fiber
+      Effect.gen(function*() {
+        const blocks = yield* Queue.unbounded<B, Cause.Done>()
+        const fiber = yield* Effect.forkChild(
+          synthesize(segments[i]!, i, (block) => {
+            Queue.offerUnsafe(blocks, block)
+          }).pipe(Effect.ensuring(Queue.end(blocks)))
+        )
+        inFlight[i] = { fiber, blocks }
       })
     for (let i = 0; i < Math.min(Math.max(1, ahead), n); i++) yield* start(i)
     for (let i = 0; i < n; i++) {
-      const result = yield* Fiber.join(inFlight[i]!)
+      const { fiber, blocks } = inFlight[i]!
+      yield* forEachBlock(blocks, (block) => emitBlock(block, segments[i]!, i))
+      // The queue ends when the synthesis does; a failure surfaces here, after its blocks.
+      const result = yield* Fiber.join(fiber)
       inFlight[i] = undefined
       if (i + ahead < n) yield* start(i + ahead)
-      yield* emit(result, segments[i]!, i)
+      yield* endSegment(result, segments[i]!, i)
+    }
+  })
+
+/** Runs `f` on each block as it arrives, in order, until the queue ends. */
+export const forEachBlock = <B, E, R>(blocks: Queue.Dequeue<B, Cause.Done>, f: (block: B) => Effect.Effect<void, E, R>): Effect.Effect<void, E, R> =>
+  Effect.gen(function*() {
+    for (;;) {
+      const taken = yield* Queue.takeAll(blocks).pipe(Effect.catchIf(Cause.isDone, () => Effect.succeed(undefined)))
+      if (taken === undefined) return
+      for (const block of taken) yield* f(block)
     }
   })

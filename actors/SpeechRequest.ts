@@ -16,12 +16,13 @@ import { wavHeader } from "../engines/audio/Wav.ts"
 import { type Segment, segmentSentences } from "../engines/text/Segmenter.ts"
 import { type ExpressivePart, expressiveSegments, hasExpressiveTags, parseExpressive } from "../engines/tts/ExpressiveTags.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
+import { concatInt16 } from "../engines/audio/PcmBlocks.ts"
 import type { Priority } from "../engines/Inference.ts"
 import { Credits, type Reservation } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
-import { synthesizeInOrder } from "./SentenceStream.ts"
+import { streamInOrder } from "./SentenceStream.ts"
 import { SpeechError } from "../engines/tts/SpeechError.ts"
-import { type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
+import { asOneBlock, type ResolvedVoice, speakingIn, Synthesizer } from "./Synthesizer.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
 
 /** SPEC 8. */
@@ -116,25 +117,41 @@ export interface SegmentAudio {
   readonly offsetMs: number
 }
 
+/** What `runSegments` hands on: audio blocks as they come, and/or whole segments. */
+export interface SegmentHandlers<E, R> {
+  /**
+   * Each block of PCM as the engine makes it (`blocks: true`), or each segment's PCM as one
+   * block; `index` is the segment's.
+   */
+  readonly block?: (pcm: Int16Array, index: number) => Effect.Effect<void, E, R>
+  /** Each segment once all its audio is in, with its PCM joined. */
+  readonly segment?: (audio: SegmentAudio) => Effect.Effect<void, E, R>
+}
+
 /**
- * Synthesizes the segments in order with `ahead` in flight and hands each to `emit`. Charges only
- * the characters of segments emitted when anything fails or the client goes away.
+ * Synthesizes the segments in order with `ahead` in flight and hands their audio on. Charges
+ * only the characters of segments whose audio started to go out when anything fails or the
+ * client goes away.
  */
 export const runSegments = <E, R>(
   speech: PreparedSpeech,
   /**
    * `priority` applies to the first segment; the ones synthesized ahead run as batch work, so a
    * new stream's first audio does not queue behind other streams' look-ahead (they are needed
-   * only when the audio before them has played).
+   * only when the audio before them has played). `blocks`: stream each engine block as it is
+   * made (streamed routes); otherwise each segment comes back whole, in one transfer.
    */
-  options: { readonly ahead: number; readonly priority: Priority },
-  emit: (audio: SegmentAudio) => Effect.Effect<void, E, R>
+  options: { readonly ahead: number; readonly priority: Priority; readonly blocks?: boolean },
+  handlers: SegmentHandlers<E, R>
 ) =>
   Effect.gen(function*() {
     const synthesizer = yield* Synthesizer
     const priorityOf = (index: number): Priority => (index === 0 ? options.priority : "batch")
     let offsetMs = 0
     let deliveredChars = 0
+    let started = false
+    /** The current segment's blocks, kept only when whole segments are wanted. */
+    let pending: Array<Int16Array> = []
     // The reservation (a database round trip) runs while the first segment is synthesized and
     // gates its delivery: out of credits still answers 402 before any audio, and the round trip
     // is off the time to first audio. `reserve` is uninterruptible, so once it ran its outcome
@@ -143,27 +160,39 @@ export const runSegments = <E, R>(
     const reservation = yield* Effect.forkChild(
       speech.userId === null ? Effect.succeed(undefined) : Effect.flatMap(Credits, (c) => c.reserve(speech.userId!, cost, { purpose: CreditPurpose.tts }))
     )
-    const run = synthesizeInOrder(
+    const run = streamInOrder(
       speech.segments,
       options.ahead,
-      (segment, index) => {
+      (segment, index, onBlock: (pcm: Int16Array) => void) => {
         const parts = speech.expressive?.[index]
-        return parts !== undefined
-          ? synthesizer.synthesizeExpressive({ voice: speech.voice, parts, speed: speech.speed, sampleRate: speech.format.sampleRate, priority: priorityOf(index) })
-          : synthesizer.synthesize({
-            voice: speech.voice,
-            text: segment.text,
-            speed: speech.speed,
-            sampleRate: speech.format.sampleRate,
-            priority: priorityOf(index)
-          })
+        if (parts !== undefined) {
+          const request = { voice: speech.voice, parts, speed: speech.speed, sampleRate: speech.format.sampleRate, priority: priorityOf(index) }
+          return asOneBlock(synthesizer.synthesizeExpressive(request), onBlock)
+        }
+        const request = { voice: speech.voice, text: segment.text, speed: speech.speed, sampleRate: speech.format.sampleRate, priority: priorityOf(index) }
+        return options.blocks === true ? synthesizer.synthesizeStream(request, onBlock) : asOneBlock(synthesizer.synthesize(request), onBlock)
       },
-      (output, segment, index) =>
+      (pcm, segment, index) =>
         Effect.gen(function*() {
-          if (index === 0) yield* Fiber.join(reservation)
-          yield* emit({ segment, index, output, offsetMs })
-          offsetMs += (output.pcm.length * 1000) / output.sampleRate
+          if (!started) yield* Fiber.join(reservation)
+          started = true
+          // Audio of this segment is going out: its characters are owed from now on.
           deliveredChars = segment.charEnd
+          if (handlers.segment !== undefined) pending.push(pcm)
+          if (handlers.block !== undefined) yield* handlers.block(pcm, index)
+        }),
+      (summary, segment, index) =>
+        Effect.gen(function*() {
+          if (!started) yield* Fiber.join(reservation) // a segment with no audio at all
+          started = true
+          deliveredChars = segment.charEnd
+          if (handlers.segment !== undefined) {
+            const { samples: _, ...rest } = summary
+            const pcm = concatInt16(pending)
+            pending = []
+            yield* handlers.segment({ segment, index, output: { ...rest, pcm }, offsetMs })
+          }
+          offsetMs += (summary.samples * 1000) / summary.sampleRate
         })
     )
     return yield* run.pipe(
@@ -184,11 +213,13 @@ export const synthesizeWhole = (speech: PreparedSpeech, ahead: number) =>
   Effect.gen(function*() {
     const audios: Array<SegmentAudio> = []
     let samples = 0
-    yield* runSegments(speech, { ahead, priority: "realtime" }, (audio) =>
-      Effect.sync(() => {
-        audios.push(audio)
-        samples += audio.output.pcm.length
-      }))
+    yield* runSegments(speech, { ahead, priority: "realtime" }, {
+      segment: (audio) =>
+        Effect.sync(() => {
+          audios.push(audio)
+          samples += audio.output.pcm.length
+        })
+    })
     const bytesPerSample = speech.format.container === "ulaw" ? 1 : 2
     const header = speech.format.container === "wav"
       ? wavHeader({ sampleRate: speech.format.sampleRate, dataBytes: samples * bytesPerSample })

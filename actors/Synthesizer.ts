@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Metric } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { languageInfo, PRESET_VOICES, type PresetVoice, resolveLanguage } from "../engines/tts/Voices.ts"
 import { piperPresets } from "./PiperVoices.ts"
-import type { SynthesizeInput, SynthesizeOutput } from "../engines/tts/tasks.ts"
+import type { SynthesizeInput, SynthesizeOutput, SynthesizeSummary } from "../engines/tts/tasks.ts"
 import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
 import type { ExpressiveInput } from "../engines/tts/expressiveTasks.ts"
 import type { EngineVoice } from "../engines/tts/TtsEngine.ts"
@@ -69,6 +69,11 @@ export class Synthesizer extends Context.Service<Synthesizer, {
    */
   readonly resolveVoice: (voiceId: string, userId?: string | null) => Effect.Effect<ResolvedVoice, SpeechError>
   readonly synthesize: (request: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
+  /**
+   * The same audio handed to `onBlock` as the engine makes it (main thread, outside any fiber:
+   * offer to a queue and return). Clones render whole and arrive as one block.
+   */
+  readonly synthesizeStream: (request: SynthesisRequest, onBlock: (pcm: Int16Array) => void) => Effect.Effect<SynthesizeSummary, SpeechError | EngineError>
   /** Task `tts.expressive`: the same output as `synthesize`, rendered with the tags' prosody and effects. */
   readonly synthesizeExpressive: (request: ExpressiveSynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
   /**
@@ -122,21 +127,26 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         if (preset === undefined) return yield* notFound(voiceId)
         return { voiceId, kind: "preset" as const, language: preset.engineVoice.language, engineVoice: preset.engineVoice }
       })
+      const presetInput = (request: SynthesisRequest): SynthesizeInput => ({
+        text: request.text,
+        voice: request.voice.engineVoice,
+        speed: request.speed,
+        sampleRate: request.sampleRate,
+        ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
+      })
+      const synthesizeClone = (request: SynthesisRequest, plan: ClonePlan) =>
+        tts.synthesizeClone({ text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate } satisfies CloneSynthesizeInput, { priority: request.priority })
       const synthesize = Effect.fn("Synthesizer.synthesize")(function*(request: SynthesisRequest) {
         yield* Metric.update(synthesesStarted, 1)
         const plan = request.voice.clonePlan
-        if (plan !== undefined) {
-          const cloneInput: CloneSynthesizeInput = { text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate }
-          return yield* tts.synthesizeClone(cloneInput, { priority: request.priority })
-        }
-        const input: SynthesizeInput = {
-          text: request.text,
-          voice: request.voice.engineVoice,
-          speed: request.speed,
-          sampleRate: request.sampleRate,
-          ...(options.piperDirectory !== undefined ? { piperDirectory: options.piperDirectory } : {})
-        }
-        return yield* tts.synthesize(input, { priority: request.priority })
+        if (plan !== undefined) return yield* synthesizeClone(request, plan)
+        return yield* tts.synthesize(presetInput(request), { priority: request.priority })
+      })
+      const synthesizeStream = Effect.fn("Synthesizer.synthesizeStream")(function*(request: SynthesisRequest, onBlock: (pcm: Int16Array) => void) {
+        yield* Metric.update(synthesesStarted, 1)
+        const plan = request.voice.clonePlan
+        if (plan === undefined) return yield* tts.synthesizeStream(presetInput(request), { priority: request.priority }, onBlock)
+        return yield* asOneBlock(synthesizeClone(request, plan), onBlock)
       })
       const synthesizeExpressive = Effect.fn("Synthesizer.synthesizeExpressive")(function*(request: ExpressiveSynthesisRequest) {
         yield* Metric.update(synthesesStarted, 1)
@@ -175,9 +185,16 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         return { wav, shared: true }
       })
       const dropPreview = (voiceId: string) => Effect.sync(() => clonePreviews.drop(voiceId))
-      return { voices, findVoice, resolveVoice, synthesize, synthesizeExpressive, preview, dropPreview }
+      return { voices, findVoice, resolveVoice, synthesize, synthesizeStream, synthesizeExpressive, preview, dropPreview }
     })
   )
+
+/** A whole synthesis delivered as a stream of one block (clones, expressive segments, test engines). */
+export const asOneBlock = <E, R>(whole: Effect.Effect<SynthesizeOutput, E, R>, onBlock: (pcm: Int16Array) => void): Effect.Effect<SynthesizeSummary, E, R> =>
+  Effect.map(whole, ({ pcm, ...rest }) => {
+    onBlock(pcm)
+    return { ...rest, samples: pcm.length }
+  })
 
 /** The canned preview sentence of a language (VoiceCatalogue data). */
 export const previewSentence = (language: string): string => languageInfo(language)?.sample ?? "Hello!"

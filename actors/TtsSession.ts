@@ -6,11 +6,12 @@
  *
  * Per context: text is appended to a buffer; TextChunker decides when a piece becomes a
  * synthesis; pieces and markers (flushDone, isFinal, cancel acks) go through one bounded work
- * queue, so every marker is sent after the audio queued before it. A producer synthesizes in
- * order on the pool ("realtime" lane) into a one-slot result queue while the deliverer sends the
- * previous result, so at most two chunks of audio exist per context besides what the socket holds.
- * The deliverer's `send` waits while the client is not reading (socket backpressure), which stops
- * the producer one chunk later: a client that stops reading pauses its own synthesis.
+ * queue, so every marker is sent after the audio queued before it. A producer starts each
+ * synthesis on the pool ("realtime" lane) and hands it over through a one-slot queue; the
+ * deliverer sends its blocks as the engine makes them (the chunk's last frame carries the
+ * alignment). At most two chunks of audio exist per context besides what the socket holds, and
+ * `send` waits while the client is not reading, so a client that stops reading pauses its own
+ * synthesis one chunk later.
  *
  * The control fiber never blocks on the socket, so a client that stops reading can still cancel.
  *
@@ -28,22 +29,26 @@
  * (SPEC 7), after an error; Violation for client faults (malformed frame, too much pending text,
  * too many contexts, out of credits), after an error. protocol/ws/CloseCodes.ts gives their codes.
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
 import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import type { OutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
-import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
+import type { SynthesizeSummary } from "../engines/tts/tasks.ts"
 import { resolveLanguage } from "../engines/tts/Voices.ts"
 import { SPEED_MAX, SPEED_MIN } from "../engines/tts/TtsEngine.ts"
 import { Credits } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { SpeechError } from "../engines/tts/SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
+import { forEachBlock } from "./SentenceStream.ts"
 import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
 import type { ContextId, Inbox, SessionEnd, SessionInput, SessionOutput, SessionRequest, SessionSocket } from "./TtsSessionMessages.ts"
 
 export type SessionMode = "single" | "multi"
+
+/** A chunk's debit failed (out of credits, database down): reported before any of its audio. */
+class Unpaid extends Data.TaggedError("Unpaid")<{ readonly failure: unknown }> {}
 
 /** Hz of every audio frame of stream-input, and of multi-stream-input without output_format (SPEC 4.2: raw s16le, 24000 Hz, mono). */
 export const WS_SAMPLE_RATE = 24000
@@ -55,7 +60,6 @@ export const MAX_PENDING_CHARS = 8000
 export const MAX_CONTEXTS = 10
 /** Pieces and markers queued per context; the pending-text bound is the one that bites first for text. */
 const WORK_QUEUE_CAPACITY = 1024
-
 
 export interface SessionOptions {
   readonly mode: SessionMode
@@ -119,11 +123,15 @@ type Work =
   | { readonly _tag: "FlushDone" }
   | { readonly _tag: "Cancelled" }
   | { readonly _tag: "Final" }
-
 type Result =
   | Exclude<Work, { _tag: "Speak" }>
-  | { readonly _tag: "Audio"; readonly chunk: Chunk; readonly output: SynthesizeOutput }
-  | { readonly _tag: "Failed"; readonly failure: unknown }
+  | {
+    readonly _tag: "Audio"
+    readonly chunk: Chunk
+    /** The chunk's PCM blocks as the engine makes them; ends with the synthesis. */
+    readonly blocks: Queue.Queue<Int16Array, Cause.Done>
+    readonly synthesis: Fiber.Fiber<SynthesizeSummary, unknown>
+  }
 
 /** State of one context; owned by the control fiber except `queuedChars`, which the producer lowers. */
 interface Context {
@@ -166,6 +174,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
 
   // ---- per-context pipeline -------------------------------------------------------------------
 
+  /** Starts each chunk's synthesis and hands it over at once; the next starts when it has ended. */
   const produce = (ctx: Context, results: Queue.Queue<Result>) =>
     Effect.gen(function*() {
       for (;;) {
@@ -177,23 +186,19 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         }
         ctx.queuedChars -= countCharacters(work.chunk.raw)
         synthesizing++
-        const exit = yield* Effect.exit(synthesizer.synthesize({
-          voice,
-          text: work.chunk.text,
-          speed: work.speed,
-          sampleRate: format.sampleRate,
-          priority: "realtime"
-        })).pipe(Effect.ensuring(Effect.sync(() => {
-          synthesizing--
-          lastActivity = now()
-        })))
-        if (exit._tag === "Failure") {
-          if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
-          yield* Queue.offer(results, { _tag: "Failed", failure: Cause.squash(exit.cause) })
-          return
-        }
-        yield* Metric.update(chunksSynthesized, 1)
-        yield* Queue.offer(results, { _tag: "Audio", chunk: work.chunk, output: exit.value })
+        const blocks = yield* Queue.unbounded<Int16Array, Cause.Done>()
+        const request = { voice, text: work.chunk.text, speed: work.speed, sampleRate: format.sampleRate, priority: "realtime" as const }
+        const synthesis = yield* Effect.forkChild(synthesizer.synthesizeStream(request, (pcm) => Queue.offerUnsafe(blocks, pcm)).pipe(
+          Effect.tap(() => Metric.update(chunksSynthesized, 1)),
+          Effect.ensuring(Effect.andThen(Queue.end(blocks), Effect.sync(() => {
+            synthesizing--
+            lastActivity = now()
+          })))
+        ))
+        yield* Queue.offer(results, { _tag: "Audio", chunk: work.chunk, blocks, synthesis })
+        const exit = yield* Fiber.await(synthesis)
+        // A failure is the deliverer's to report, in order, after the audio before it.
+        if (exit._tag === "Failure") return Cause.hasInterruptsOnly(exit.cause) ? yield* Effect.interrupt : undefined
       }
     })
 
@@ -212,21 +217,29 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         const result = yield* Queue.take(results)
         switch (result._tag) {
           case "Audio": {
-            const debit = yield* Effect.exit(credits.debit(userId, ttsCredits(result.chunk.text), { purpose: CreditPurpose.ttsWebSocket }))
-            if (debit._tag === "Failure") {
-              const failure = Cause.squash(debit.cause)
-              const client = (failure as { reason?: unknown }).reason === "InsufficientCredits"
-              return yield* fail(ctx, failure, client ? "Violation" : "Failure")
+            // Blocks go out as they come but one: the last carries the alignment, known at the end.
+            let held: Int16Array | undefined
+            const unpaid = yield* forEachBlock(result.blocks, (pcm) =>
+              Effect.gen(function*() {
+                if (held === undefined) yield* credits.debit(userId, ttsCredits(result.chunk.text), { purpose: CreditPurpose.ttsWebSocket }).pipe(Effect.mapError((failure) => new Unpaid({ failure })))
+                else yield* send({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
+                held = pcm
+              })).pipe(Effect.as(undefined), Effect.catchTag("Unpaid", (e) => Effect.succeed(e.failure)))
+            if (unpaid !== undefined) return yield* fail(ctx, unpaid, (unpaid as { reason?: unknown }).reason === "InsufficientCredits" ? "Violation" : "Failure")
+            const exit = yield* Fiber.await(result.synthesis)
+            if (exit._tag === "Failure") {
+              if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
+              return yield* fail(ctx, Cause.squash(exit.cause), "Failure")
             }
-            const { pcm, sampleRate, words } = result.output
+            const { samples, sampleRate, words } = exit.value
             yield* send({
               _tag: "Audio",
               contextId: ctx.id,
-              audio: encode(pcm),
+              audio: encode(held ?? new Int16Array(0)),
               text: result.chunk.raw,
               lead: result.chunk.lead,
               words,
-              durationMs: (pcm.length * 1000) / sampleRate
+              durationMs: (samples * 1000) / sampleRate
             })
             yield* Metric.update(audioFramesSent, 1)
             break
@@ -239,8 +252,6 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             yield* send({ _tag: "Final", contextId: ctx.id })
             if (mode === "single") finish({ kind: "Normal", reason: "end of stream" })
             return
-          case "Failed":
-            return yield* fail(ctx, result.failure, "Failure")
         }
       }
     })

@@ -54,6 +54,8 @@ export interface AudioOutput {
 
 export type SessionOutput =
   | AudioOutput
+  /** A block of a chunk's audio sent before the chunk is done; alignment comes with its last frame. */
+  | { readonly _tag: "AudioBlock"; readonly contextId: ContextId; readonly audio: Uint8Array }
   /** Everything queued before the flush has been sent. */
   | { readonly _tag: "FlushDone"; readonly contextId: ContextId }
   /** The context (or, on stream-input, the session) has no more audio. */

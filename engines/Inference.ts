@@ -70,6 +70,19 @@ export class Inference extends Context.Service<Inference, {
    * returns at once, the thread stays busy until then).
    */
   readonly run: <K extends TaskKind>(kind: K, input: InputOf<K>, options?: RunOptions) => Effect.Effect<OutputOf<K>, EngineError>
+  /**
+   * Runs a task that hands pieces of its result over as it makes them (`TaskContext.emit`):
+   * `onPiece` is called on the main thread, in order, outside any fiber (keep it to a queue
+   * offer); the effect succeeds with the handler's summary after the last piece. Interrupting
+   * the caller also tells the running handler (`TaskContext.cancelled`), which stops at its next
+   * piece and frees the thread. The piece type is the handler's own; callers name it.
+   */
+  readonly stream: <K extends TaskKind>(
+    kind: K,
+    input: InputOf<K>,
+    onPiece: (piece: unknown) => void,
+    options?: RunOptions
+  ) => Effect.Effect<OutputOf<K>, EngineError>
   /** Round trip through a worker thread; put a timeout on it. */
   readonly ping: Effect.Effect<{ readonly pid: number; readonly threadId: number }, EngineError>
   /** Readiness ("can serve"), not load: a busy pool is ready while it makes progress. */

@@ -8,13 +8,24 @@
  * Everything here runs on a worker thread and imports neither piscina nor Effect runtime state:
  * engines stay independent of the pool that runs them.
  */
-import { threadId } from "node:worker_threads"
+import { type MessagePort, threadId } from "node:worker_threads"
 
 /** What a handler may know about where it runs. */
 export interface TaskContext {
   readonly kind: string
   /** Worker thread id; module-level state (loaded models) belongs to this thread. */
   readonly threadId: number
+  /**
+   * Set when the caller streams (`Inference.stream`): hands one piece of the result to the main
+   * thread now, moving the listed buffers. A handler that streams still returns its summary,
+   * which reaches the caller after every emitted piece.
+   */
+  readonly emit?: ((piece: unknown, transfer?: ReadonlyArray<ArrayBuffer>) => void) | undefined
+  /**
+   * True once the caller has gone (disconnect, cancel). Long handlers check it between blocks of
+   * work and stop early; what they return then is dropped.
+   */
+  readonly cancelled: () => boolean
 }
 
 export type TaskHandler<I = any, O = any> = (input: I, ctx: TaskContext) => O | Promise<O>
@@ -70,7 +81,18 @@ export interface TaskFailure {
 export interface TaskRequest {
   readonly kind: string
   readonly input: unknown
+  /**
+   * Streaming tasks only: where emitted pieces go, as `{ piece }` messages, and then one
+   * `{ end: true }` once the handler has finished (the caller waits for it, so that no piece can
+   * arrive after the result, which travels on piscina's own port).
+   */
+  readonly port?: MessagePort
+  /** Streaming tasks only: an Int32Array over shared memory; element 0 becomes 1 on cancel. */
+  readonly cancel?: Int32Array
 }
+
+/** What a streaming task posts on its port. */
+export type StreamMessage = { readonly piece: unknown } | { readonly end: true }
 
 export type TaskOutcome =
   | { readonly ok: true; readonly value: unknown }
@@ -117,10 +139,19 @@ export const serveTasks = (registry: TaskRegistry) => async (request: TaskReques
       transfer: []
     }
   }
+  const { port, cancel } = request
+  const ctx: TaskContext = {
+    kind: request.kind,
+    threadId,
+    emit: port === undefined ? undefined : (piece, transfer) => port.postMessage({ piece } satisfies StreamMessage, transfer ?? []),
+    cancelled: cancel === undefined ? () => false : () => Atomics.load(cancel, 0) !== 0
+  }
   try {
-    return toReply(await handler(request.input, { kind: request.kind, threadId }))
+    return toReply(await handler(request.input, ctx))
   } catch (error) {
     return { outcome: { ok: false, error: toTaskFailure(error) }, transfer: [] }
+  } finally {
+    port?.postMessage({ end: true } satisfies StreamMessage)
   }
 }
 

@@ -14,9 +14,10 @@
  */
 import { Effect, Layer } from "effect"
 import { pathToFileURL } from "node:url"
+import { MessageChannel } from "node:worker_threads"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
-import type { TaskFailure, TaskOutcome, TaskRequest } from "../engines/tasks.ts"
+import type { StreamMessage, TaskFailure, TaskOutcome, TaskRequest } from "../engines/tasks.ts"
 
 export interface WorkerPoolOptions {
   /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */
@@ -38,6 +39,7 @@ export interface WorkerPoolOptions {
  */
 export interface WorkerPoolService {
   readonly run: <A = unknown>(kind: string, input: unknown, options?: RunOptions) => Effect.Effect<A, EngineError>
+  readonly stream: <A = unknown>(kind: string, input: unknown, onPiece: (piece: unknown) => void, options?: RunOptions) => Effect.Effect<A, EngineError>
   readonly ping: Inference["Service"]["ping"]
   readonly ready: Inference["Service"]["ready"]
   readonly stats: () => PoolStats
@@ -150,33 +152,54 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
     pump()
   }
 
-  const run = Effect.fn("WorkerPool.run")(function*<A>(
-    kind: string,
-    input: unknown,
-    runOptions?: RunOptions
-  ): Effect.fn.Return<A, EngineError> {
-    const priority = runOptions?.priority ?? "batch"
-    yield* Effect.annotateCurrentSpan({ kind, priority })
-    return yield* Effect.callback<A, EngineError>((resume, signal) => {
+  /**
+   * One task, plain (`onPiece` undefined) or streaming. A streaming task gets a MessageChannel
+   * (pieces, then an end marker) and a shared cancel flag; it resumes the caller only when both
+   * piscina's result and the end marker have arrived, because the two travel on different ports
+   * and a result could otherwise overtake the last pieces.
+   */
+  const dispatch = <A>(kind: string, input: unknown, runOptions: RunOptions | undefined, onPiece: ((piece: unknown) => void) | undefined) =>
+    Effect.callback<A, EngineError>((resume, signal) => {
       const fail = (reason: EngineErrorReason, message: string, failure?: TaskFailure) =>
         resume(Effect.fail(new EngineError({ reason, kind, message, ...(failure ? { failure } : {}) })))
+      const channel = onPiece === undefined ? undefined : new MessageChannel()
+      const cancel = onPiece === undefined ? undefined : new Int32Array(new SharedArrayBuffer(4))
+      let outcome: TaskOutcome | undefined
+      let ended = onPiece === undefined
+      const closePort = () => channel?.port1.close()
+      const finish = () => {
+        if (outcome === undefined || !ended || signal.aborted) return
+        closePort()
+        if (outcome.ok) resume(Effect.succeed(outcome.value as A))
+        else fail("TaskFailed", outcome.error.message, outcome.error)
+      }
+      channel?.port1.on("message", (message: StreamMessage) => {
+        if ("end" in message) {
+          ended = true
+          finish()
+        } else if (!signal.aborted) onPiece!(message.piece)
+      })
 
       const task: Waiting = {
         start: () => {
           running++
+          const request: TaskRequest = channel === undefined ? { kind, input } : { kind, input, port: channel.port2, cancel: cancel! }
+          const transferList = [...(channel === undefined ? [] : [channel.port2]), ...(runOptions?.transfer ?? [])]
           // No AbortSignal for piscina: aborting a running task makes it terminate the thread,
           // and a thread terminated inside native inference (onnxruntime's session.run) aborts
           // the whole process (`terminate called after throwing an instance of 'Napi::Error'`).
-          // An interrupted caller leaves instead; its task finishes and the result is dropped.
-          piscina.run({ kind, input }, runOptions?.transfer ? { transferList: [...runOptions.transfer] } : {}).then(
-            (outcome) => {
+          // An interrupted caller leaves instead; a streaming task sees the cancel flag and
+          // stops at its next piece, any other task finishes and its result is dropped.
+          piscina.run(request, transferList.length > 0 ? { transferList: transferList as Array<ArrayBuffer> } : {}).then(
+            (result) => {
               settled(true)
-              if (signal.aborted) return // the caller left; nobody wants the result
-              if (outcome.ok) resume(Effect.succeed(outcome.value as A))
-              else fail("TaskFailed", outcome.error.message, outcome.error)
+              outcome = result
+              if (!result.ok) ended = true // a failure needs no more pieces
+              finish()
             },
             (error: Error) => {
               settled(false)
+              closePort()
               if (signal.aborted) return
               if (error.name === "DataCloneError") {
                 // The input could not be posted: the caller's bug, not the thread's.
@@ -186,19 +209,47 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
             }
           )
         },
-        close: () => fail("Closed", "worker pool closed")
+        close: () => {
+          closePort()
+          fail("Closed", "worker pool closed")
+        }
       }
 
-      if (closed) return fail("Closed", "worker pool closed")
+      if (closed) {
+        closePort()
+        return fail("Closed", "worker pool closed")
+      }
       if (lanes.size === 0 && running < options.workers) task.start()
       else if (lanes.size >= options.maxQueue) {
+        closePort()
         return fail("QueueFull", `worker pool queue is full (${options.maxQueue} tasks waiting)`)
-      } else lanes.push(priority, task)
+      } else lanes.push(runOptions?.priority ?? "batch", task)
       // On interruption (`signal` has aborted): a waiting task just leaves its lane; a running
-      // one keeps its thread until it ends (one task: a sentence, a speech segment, a VAD
-      // block), and the interrupt returns at once.
-      return Effect.sync(() => lanes.remove(task))
+      // one keeps its thread until it ends or, streaming, notices the flag at its next piece.
+      return Effect.sync(() => {
+        lanes.remove(task)
+        if (cancel !== undefined) Atomics.store(cancel, 0, 1)
+        closePort()
+      })
     })
+
+  const run = Effect.fn("WorkerPool.run")(function*<A>(
+    kind: string,
+    input: unknown,
+    runOptions?: RunOptions
+  ): Effect.fn.Return<A, EngineError> {
+    yield* Effect.annotateCurrentSpan({ kind, priority: runOptions?.priority ?? "batch" })
+    return yield* dispatch<A>(kind, input, runOptions, undefined)
+  })
+
+  const stream = Effect.fn("WorkerPool.stream")(function*<A>(
+    kind: string,
+    input: unknown,
+    onPiece: (piece: unknown) => void,
+    runOptions?: RunOptions
+  ): Effect.fn.Return<A, EngineError> {
+    yield* Effect.annotateCurrentSpan({ kind, priority: runOptions?.priority ?? "batch" })
+    return yield* dispatch<A>(kind, input, runOptions, onPiece)
   })
 
   const ping = run<{ readonly pid: number; readonly threadId: number }>("pool.ping", null, { priority: "realtime" })
@@ -219,6 +270,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
 
   const service: WorkerPoolService = {
     run,
+    stream,
     ping,
     ready,
     stats: () => ({

@@ -44,9 +44,23 @@ export interface EspeakParams {
   readonly pitch: number
 }
 
+/**
+ * Takes each block of samples as espeak makes it (100 ms at 22050 Hz in this build); returns
+ * false to stop the synthesis there.
+ */
+export type EspeakBlockSink = (samples: Int16Array) => boolean
+
 export interface EspeakSession {
-  /** Speaks plain text (escaped here); Int16 samples at the runtime's rate plus events. */
-  synthesize(text: string): { readonly samples: Int16Array; readonly events: ReadonlyArray<EspeakEvent> }
+  /**
+   * Speaks plain text (escaped here): Int16 samples at the runtime's rate plus events. With
+   * `onBlock`, blocks go there as they are made and `samples` is empty; `sampleCount` counts
+   * them either way (also when `onBlock` stopped the synthesis early).
+   */
+  synthesize(text: string, onBlock?: EspeakBlockSink): {
+    readonly samples: Int16Array
+    readonly sampleCount: number
+    readonly events: ReadonlyArray<EspeakEvent>
+  }
   /** IPA of plain text: phonemes joined by "_", words by " ", espeak clauses by " | ". */
   textToIpa(text: string): string
 }
@@ -132,7 +146,7 @@ export class EspeakRuntime {
     if (code !== 0) throw new TtsError("VoiceNotFound", `espeak-ng set_voice("${voiceId}") returned ${code}`)
     this.w.set_rate(Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)))
     this.w.set_pitch(Math.round(clamp(params.pitch, 0, 100)))
-    return f({ synthesize: (text) => this.synth(text), textToIpa: (text) => this.ipa(text) })
+    return f({ synthesize: (text, onBlock) => this.synth(text, onBlock), textToIpa: (text) => this.ipa(text) })
   }
 
   private restore() {
@@ -152,7 +166,7 @@ export class EspeakRuntime {
     return { ptr }
   }
 
-  private synth(text: string) {
+  private synth(text: string, onBlock?: EspeakBlockSink) {
     const { escaped, start, end } = escapeForSsml(text)
     const chunks: Array<Int16Array> = []
     const events: Array<EspeakEvent> = []
@@ -165,9 +179,11 @@ export class EspeakRuntime {
     }
     try {
       this.w.synthesize(this.cString(escaped), (samples, raw) => {
+        let stop = false
         if (samples !== null && samples.length > 0) {
-          chunks.push(samples)
           total += samples.length
+          if (onBlock === undefined) chunks.push(samples)
+          else stop = !onBlock(samples)
         }
         for (const e of raw) {
           if (e.type === "word" || e.type === "sentence" || e.type === "end" || e.type === "phoneme" || e.type === "msg_terminated") {
@@ -181,18 +197,19 @@ export class EspeakRuntime {
             })
           }
         }
-        return 0
+        // Non-zero tells espeak to stop synthesizing; events of this block are already in.
+        return stop ? 1 : 0
       })
     } catch (cause) {
       throw new TtsError("EngineFailed", "espeak-ng synthesis failed", { cause })
     }
-    const samples = new Int16Array(total)
+    const samples = new Int16Array(onBlock === undefined ? total : 0)
     let o = 0
     for (const c of chunks) {
       samples.set(c, o)
       o += c.length
     }
-    return { samples, events }
+    return { samples, sampleCount: total, events }
   }
 
   private ipa(text: string): string {

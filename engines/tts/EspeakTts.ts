@@ -15,6 +15,8 @@ import {
   checkRequest,
   TtsError,
   type EngineVoice,
+  type TtsBlockSink,
+  type TtsBlocksResult,
   type TtsCapabilities,
   type TtsEngine,
   type TtsRequest,
@@ -49,13 +51,31 @@ export class EspeakTts implements TtsEngine {
   }
 
   async synthesize(request: TtsRequest): Promise<TtsResult> {
+    const { samples, sampleCount, events } = this.run(request)
+    return { samples: int16ToFloat(samples), sampleRate: this.runtime.sampleRate, words: this.words(request, events, sampleCount) }
+  }
+
+  /** espeak's own blocks (100 ms of audio each), as its synthesis callback delivers them. */
+  async synthesizeBlocks(request: TtsRequest, onBlock: TtsBlockSink): Promise<TtsBlocksResult> {
+    let stopped = false
+    const { sampleCount, events } = this.run(request, (block) => {
+      stopped = !onBlock(int16ToFloat(block))
+      return !stopped
+    })
+    const words = stopped ? [] : this.words(request, events, sampleCount)
+    return { sampleRate: this.runtime.sampleRate, sampleCount, words, stopped }
+  }
+
+  private run(request: TtsRequest, onBlock?: (block: Int16Array) => boolean) {
     checkRequest(request)
     this.checkVoice(request.voice)
     const params = { rateWpm: ESPEAK_DEFAULT_WPM * request.voice.rate * request.speed, pitch: 50 * request.voice.pitch }
-    const { samples, events } = this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text))
-    const durationMs = (samples.length * 1000) / this.runtime.sampleRate
-    const words = attachMergedWords(request.text, wordsFromEvents(request.text, events, durationMs), request.voice.language)
-    return { samples: int16ToFloat(samples), sampleRate: this.runtime.sampleRate, words }
+    return this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text, onBlock))
+  }
+
+  private words(request: TtsRequest, events: ReadonlyArray<EspeakEvent>, sampleCount: number) {
+    const durationMs = (sampleCount * 1000) / this.runtime.sampleRate
+    return attachMergedWords(request.text, wordsFromEvents(request.text, events, durationMs), request.voice.language)
   }
 }
 

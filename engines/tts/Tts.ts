@@ -13,7 +13,7 @@ import type { CloneSynthesizeInput } from "../clone/tasks.ts"
 import { type EngineError, Inference, type Priority } from "../Inference.ts"
 import type { ExpressiveInput } from "./expressiveTasks.ts"
 import { fromEngine, type SpeechError } from "./SpeechError.ts"
-import type { SynthesizeInput, SynthesizeOutput } from "./tasks.ts"
+import type { PcmBlock, SynthesizeInput, SynthesizeOutput, SynthesizeSummary } from "./tasks.ts"
 
 export interface TtsOptions {
   /** Realtime for live sessions and streamed segments; batch for whole files and previews. */
@@ -23,6 +23,16 @@ export interface TtsOptions {
 export class Tts extends Context.Service<Tts, {
   /** A preset engine voice (espeak, Flite, Piper). */
   readonly synthesize: (input: SynthesizeInput, options: TtsOptions) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
+  /**
+   * The same synthesis, its PCM handed to `onBlock` (on the main thread, outside any fiber) as
+   * the engine makes it; the bytes add up to `synthesize`'s. Interrupting stops the engine at its
+   * next block.
+   */
+  readonly synthesizeStream: (
+    input: SynthesizeInput,
+    options: TtsOptions,
+    onBlock: (pcm: Int16Array) => void
+  ) => Effect.Effect<SynthesizeSummary, SpeechError | EngineError>
   /** Tagged text (SPEC 2.4): the same output, rendered with the tags' prosody and effects. */
   readonly synthesizeExpressive: (input: ExpressiveInput, options: TtsOptions) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
   /** A voice clone's plan over its base voice. */
@@ -32,7 +42,14 @@ export class Tts extends Context.Service<Tts, {
 const makePoolTts = Effect.gen(function*() {
   const pool = yield* Inference
   return Tts.of({
-    synthesize: (input, options) => pool.run("tts.synthesize", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine)),
+    // The task answers with the whole output when run, with a summary when streamed.
+    synthesize: (input, options) =>
+      pool.run("tts.synthesize", input, { priority: options.priority }).pipe(Effect.map((o) => o as SynthesizeOutput), Effect.mapError(fromEngine)),
+    synthesizeStream: (input, options, onBlock) =>
+      pool.stream("tts.synthesize", input, (piece) => onBlock((piece as PcmBlock).pcm), { priority: options.priority }).pipe(
+        Effect.map((o) => o as SynthesizeSummary),
+        Effect.mapError(fromEngine)
+      ),
     synthesizeExpressive: (input, options) => pool.run("tts.expressive", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine)),
     synthesizeClone: (input, options) => pool.run("clone.synthesize", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine))
   })

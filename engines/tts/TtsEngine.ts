@@ -75,6 +75,21 @@ export interface TtsCapabilities {
   readonly timing: TimingKind
 }
 
+/** Takes one block of samples (Float32 mono at the result's rate); false stops the synthesis. */
+export type TtsBlockSink = (samples: Float32Array) => boolean
+
+/** What a block-wise synthesis returns once its blocks have gone to the sink. */
+export interface TtsBlocksResult {
+  /** Hz. */
+  readonly sampleRate: number
+  /** Samples handed to the sink in all. */
+  readonly sampleCount: number
+  /** As `TtsResult.words`; meaningless when `stopped`. */
+  readonly words: ReadonlyArray<WordTiming>
+  /** The sink asked to stop before the end. */
+  readonly stopped: boolean
+}
+
 export interface TtsEngine {
   readonly capabilities: TtsCapabilities
   /** Rate (Hz) of the audio this voice produces; known before synthesis (for stream headers). */
@@ -82,6 +97,12 @@ export interface TtsEngine {
   /** Throws `TtsError` VoiceNotFound when this engine cannot speak with the voice. */
   checkVoice(voice: EngineVoice): void
   synthesize(request: TtsRequest): Promise<TtsResult>
+  /**
+   * The same samples as `synthesize`, bit for bit, handed over in blocks as the engine makes
+   * them, so the first audio leaves long before the sentence is done. Engines that cannot are
+   * streamed as one block by the caller.
+   */
+  synthesizeBlocks?(request: TtsRequest, onBlock: TtsBlockSink): Promise<TtsBlocksResult>
 }
 
 export type TtsErrorReason =

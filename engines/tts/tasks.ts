@@ -2,12 +2,15 @@
  * Worker-side task kinds of text-to-speech.
  *
  * `tts.synthesize`: one engine call for one segment of text, resampled in the worker to the rate
- * the caller streams at and converted to s16le, so the main thread only copies bytes. The PCM
- * buffer is transferred, not cloned. Engines load lazily, once per worker thread, and stay.
+ * the caller streams at and converted to s16le, so the main thread only copies bytes. Run plainly
+ * it returns the whole PCM (transferred, not cloned); run as a stream (`Inference.stream`) it
+ * emits a `PcmBlock` per engine block as the engine makes it (espeak-ng: every 100 ms of audio;
+ * Flite and Piper: the whole segment) and returns the summary, and it stops at the next block
+ * once the caller has gone. Both forms run the same blocks through the same resampler, so the
+ * streamed bytes equal the whole ones. Engines load lazily, once per worker thread, and stay.
  */
-import { floatToInt16 } from "../audio/Pcm.ts"
-import { resample } from "../audio/Resampler.ts"
-import { defineTasks, perThread, TaskError, transfer } from "../tasks.ts"
+import { concatInt16, PcmBlocks } from "../audio/PcmBlocks.ts"
+import { defineTasks, perThread, type TaskContext, TaskError, transfer } from "../tasks.ts"
 import { EspeakTts } from "./EspeakTts.ts"
 import { FliteTts } from "./FliteTts.ts"
 import { PiperTts } from "./PiperTts.ts"
@@ -35,6 +38,17 @@ export interface SynthesizeOutput {
   readonly engineMs: number
 }
 
+/** What a streamed synthesis returns after its `PcmBlock`s: the output without the audio. */
+export interface SynthesizeSummary extends Omit<SynthesizeOutput, "pcm"> {
+  /** Samples of PCM sent, in all. */
+  readonly samples: number
+}
+
+/** One piece of a streamed synthesis: s16 mono at the request's rate. */
+export interface PcmBlock {
+  readonly pcm: Int16Array
+}
+
 const espeak = perThread(() => EspeakTts.load())
 const flite = perThread(() => FliteTts.load())
 const pipers = new Map<string, () => Promise<PiperTts>>()
@@ -57,20 +71,41 @@ export const engineFor = (input: { readonly voice: EngineVoice; readonly piperDi
 }
 
 export const ttsTasks = defineTasks({
-  "tts.synthesize": async (input: SynthesizeInput) => {
+  "tts.synthesize": async (input: SynthesizeInput, ctx: TaskContext) => {
     const started = performance.now()
     const engine = await engineFor(input)
-    let result
+    const request = { text: input.text, voice: input.voice, speed: input.speed }
+    const engineSampleRate = engine.sampleRateFor(input.voice)
+    const emit = ctx.emit
+    const whole: Array<Int16Array> = []
+    const blocks = new PcmBlocks(
+      engineSampleRate,
+      input.sampleRate,
+      emit === undefined ? (pcm) => whole.push(pcm) : (pcm) => emit({ pcm } satisfies PcmBlock, [pcm.buffer as ArrayBuffer])
+    )
+    let words: ReadonlyArray<WordTiming>
     try {
-      result = await engine.synthesize({ text: input.text, voice: input.voice, speed: input.speed })
+      if (engine.synthesizeBlocks !== undefined) {
+        const result = await engine.synthesizeBlocks(request, (block) => {
+          blocks.push(block)
+          return !ctx.cancelled()
+        })
+        words = result.words
+      } else {
+        const result = await engine.synthesize(request)
+        blocks.push(result.samples)
+        words = result.words
+      }
     } catch (e) {
       if (TtsError.is(e)) throw new TaskError(e.reason, e.message, "TtsError")
       throw e
     }
-    const engineMs = performance.now() - started
-    const samples = result.sampleRate === input.sampleRate ? result.samples : resample(result.samples, result.sampleRate, input.sampleRate)
-    const pcm = floatToInt16(samples)
-    const output: SynthesizeOutput = { pcm, sampleRate: input.sampleRate, engineSampleRate: result.sampleRate, words: result.words, engineMs }
-    return transfer(output, [pcm.buffer as ArrayBuffer])
+    // Cancelled: the caller has gone and drops whatever comes back.
+    if (!ctx.cancelled()) blocks.end()
+    const summary: SynthesizeSummary = { sampleRate: input.sampleRate, samples: blocks.samples, engineSampleRate, words, engineMs: performance.now() - started }
+    if (emit !== undefined) return summary
+    const pcm = concatInt16(whole)
+    const { samples: _, ...rest } = summary
+    return transfer({ ...rest, pcm } satisfies SynthesizeOutput, [pcm.buffer as ArrayBuffer])
   }
 })

@@ -110,11 +110,18 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
           }
           if (mode === "sentence") headers["x-sentence-count"] = String(speech.segments.length)
           return Reply.stream(200, headers, (writer) =>
-            runSegments(speech, { ahead: 2, priority: "realtime" }, ({ index, output }) => {
-              const audio = encodeBody(speech.format, output.pcm)
-              // The header goes out with the first segment's audio, so a failure before any
-              // audio still answers with a normal error status (SPEC 4.1 rule 3).
-              return writer.write(index === 0 ? concatBytes(streamingHeader(speech.format), audio) : audio)
+            Effect.suspend(() => {
+              let first = true
+              return runSegments(speech, { ahead: 2, priority: "realtime", blocks: true }, {
+                block: (pcm) => {
+                  const audio = encodeBody(speech.format, pcm)
+                  // The header goes out with the first block of audio, so a failure before any
+                  // audio still answers with a normal error status (SPEC 4.1 rule 3).
+                  const bytes = first ? concatBytes(streamingHeader(speech.format), audio) : audio
+                  first = false
+                  return writer.write(bytes)
+                }
+              })
             }))
         })
     },
@@ -162,7 +169,7 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             "x-streaming-mode": "sentence",
             "x-sentence-count": String(speech.segments.length)
           }, (writer) =>
-            runSegments(speech, { ahead: 2, priority: "realtime" }, ({ index, output, segment, offsetMs }) => {
+            runSegments(speech, { ahead: 2, priority: "realtime" }, { segment: ({ index, output, segment, offsetMs }) => {
               const audio = encodeBody(speech.format, output.pcm)
               const bytes = index === 0 ? concatBytes(streamingHeader(speech.format), audio) : audio
               // Alignment covers the text between segments too, so concatenated chunks spell the input.
@@ -176,7 +183,7 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
               )
               const line = JSON.stringify({ audio_base64: Buffer.from(bytes).toString("base64"), alignment, normalized_alignment: alignment }) + "\n"
               return writer.write(encoder.encode(line))
-            }))
+            } }))
         })
     }
   ]

@@ -107,6 +107,13 @@ export const wsAlignment = (raw: string, lead: number, words: ReadonlyArray<Word
   }
 }
 
+/**
+ * Alignment of a block sent before its chunk is done: no characters (the chunk's last frame
+ * carries them all). Empty rather than null, so clients that read `alignment.chars` on every
+ * audio frame (as ours did) keep working, and concatenated frames still spell the text.
+ */
+const NO_CHARACTERS: WsAlignment = { chars: [], charStartTimesMs: [], charDurationsMs: [] }
+
 export const audioFrame = (pcm: Uint8Array, alignment: WsAlignment, contextId: ContextId): string =>
   JSON.stringify({
     audio: Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength).toString("base64"),
@@ -131,6 +138,8 @@ export const encodeOutput = (output: SessionOutput): string => {
   switch (output._tag) {
     case "Audio":
       return audioFrame(output.audio, wsAlignment(output.text, output.lead, output.words, output.durationMs), output.contextId)
+    case "AudioBlock":
+      return audioFrame(output.audio, NO_CHARACTERS, output.contextId)
     case "FlushDone":
       return flushDoneFrame(output.contextId)
     case "Final":

@@ -8,7 +8,7 @@ import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import t from "tap"
 import { SpeechError } from "../../engines/tts/SpeechError.ts"
-import { type ResolvedVoice, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
+import { asOneBlock, type ResolvedVoice, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
 import { runTtsSession, type SessionMode } from "../../actors/TtsSession.ts"
 import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
 import { int16ToBytesLE } from "../../engines/audio/Pcm.ts"
@@ -73,6 +73,7 @@ const withSession = <A>(
     findVoice: () => undefined,
     resolveVoice: () => Effect.succeed(voice),
     synthesize: options.synthesize ?? ((r) => Effect.succeed(fakeOutput(r))),
+    synthesizeStream: (r, onBlock) => asOneBlock((options.synthesize ?? ((r) => Effect.succeed(fakeOutput(r))))(r), onBlock),
     synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
     preview: () => Effect.die("no previews in this test"),
     dropPreview: () => Effect.void

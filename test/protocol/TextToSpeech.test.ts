@@ -7,7 +7,7 @@
 import { Effect, Exit, Layer, References, Scope } from "effect"
 import t, { type Test } from "tap"
 import { SpeechError } from "../../engines/tts/SpeechError.ts"
-import { Synthesizer } from "../../actors/Synthesizer.ts"
+import { asOneBlock, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
 import { mulawDecode } from "../../engines/audio/Mulaw.ts"
 import { OUTPUT_SAMPLE_RATES } from "../../engines/audio/OutputFormat.ts"
 import { bytesLEToInt16, int16ToFloat, rms } from "../../engines/audio/Pcm.ts"
@@ -544,6 +544,10 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
   const RATE = 24000
   /** The fake engine: 10 ms of a 440 Hz tone per character, so sizes are known in advance. */
   const fakePcm = (text: string) => Int16Array.from({ length: text.length * (RATE / 100) }, (_, i) => Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / RATE)))
+  const fakeSynthesize = (request: SynthesisRequest) =>
+    request.text.includes(MARKER)
+      ? Effect.fail(new SpeechError({ reason: "EngineFailed", message: "the fake engine fails on the marker" }))
+      : Effect.sleep("5 millis").pipe(Effect.as<SynthesizeOutput>({ pcm: fakePcm(request.text), sampleRate: request.sampleRate, engineSampleRate: RATE, words: [], engineMs: 0 }))
   const fake = Synthesizer.of({
     voices: PRESET_VOICES,
     findVoice: findPreset,
@@ -553,10 +557,8 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
         ? Effect.fail(new SpeechError({ reason: "VoiceNotFound", message: `voice "${voiceId}" not found` }))
         : Effect.succeed({ voiceId, kind: "preset" as const, language: preset.engineVoice.language, engineVoice: preset.engineVoice })
     },
-    synthesize: (request) =>
-      request.text.includes(MARKER)
-        ? Effect.fail(new SpeechError({ reason: "EngineFailed", message: "the fake engine fails on the marker" }))
-        : Effect.sleep("5 millis").pipe(Effect.as<SynthesizeOutput>({ pcm: fakePcm(request.text), sampleRate: request.sampleRate, engineSampleRate: RATE, words: [], engineMs: 0 })),
+    synthesize: (request) => fakeSynthesize(request),
+    synthesizeStream: (request, onBlock) => asOneBlock(fakeSynthesize(request), onBlock),
     synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "the fake engine has no expressive path" })),
     preview: () => Effect.die("no previews in this test"),
     dropPreview: () => Effect.void

@@ -11,7 +11,7 @@ import t, { type Test } from "tap"
 import { MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
 import { CLOSE_NORMAL, CLOSE_POLICY, CLOSE_SERVER_ERROR } from "../../protocol/ws/CloseCodes.ts"
 import { startTestService, type TestService } from "../support/service.ts"
-import { connectWs, type Frame, isRefused, type Refused, refused, until, type WsClient } from "../support/wsClient.ts"
+import { audioChunks, connectWs, type Frame, isAudio, isChunkEnd, isRefused, type Refused, refused, spoken, until, type WsClient } from "../support/wsClient.ts"
 
 const service = await startTestService(t)
 const { apiKey } = await service.newUser(1_000_000)
@@ -30,8 +30,6 @@ const open = async (t: Test, options: { voice?: string; path?: string; query?: s
   return r
 }
 
-const isAudio = (f: Frame) => typeof f.audio === "string"
-const spoken = (frames: ReadonlyArray<Frame>) => frames.filter(isAudio).map((f) => f.alignment.chars.join("")).join("")
 
 /** s16le mono 24 kHz: samples, duration in ms and RMS (full scale 1). */
 const decode = (frames: ReadonlyArray<Frame>) => {
@@ -151,14 +149,14 @@ t.test("thresholds: 39 characters counting the '.' wait, 40 are synthesized at t
   ws.send({ text: "Lõpp." })
   ws.send({ flush: true })
   const a = await until(ws, (f) => f.flushDone === true)
-  t.equal(a.filter(isAudio).length, 1, "38 + '.': one synthesis, made by the flush")
+  t.equal(a.filter(isChunkEnd).length, 1, "38 + '.': one synthesis, made by the flush")
   t.equal(spoken(a), `${s39} Lõpp.`)
 
   const s40 = `${sentence(39)}.`
   ws.send({ text: `${s40} ` })
-  const first = await ws.nextJson()
-  t.ok(isAudio(first), "39 + '.' (40 held): synthesized without a flush")
-  t.equal(first.alignment.chars.join(""), s40)
+  const first = await until(ws, isChunkEnd)
+  t.ok(first.every(isAudio), "39 + '.' (40 held): synthesized without a flush")
+  t.equal(spoken(first), s40)
   ws.send({ text: "Lõpp.", flush: true })
   const b = await until(ws, (f) => f.flushDone === true)
   t.equal(spoken(b), " Lõpp.")
@@ -166,10 +164,10 @@ t.test("thresholds: 39 characters counting the '.' wait, 40 are synthesized at t
   let long = ""
   while (long.length < 250) long += "sõna "
   ws.send({ text: long })
-  const forced = await ws.nextJson()
-  t.ok(isAudio(forced), "240 characters: synthesized without a boundary or flush")
+  const forced = await until(ws, isChunkEnd)
+  t.ok(forced.every(isAudio), "240 characters: synthesized without a boundary or flush")
   const cut = long.lastIndexOf(" ", 239)
-  t.equal(forced.alignment.chars.join(""), long.slice(0, cut), "cut at the last space before 240")
+  t.equal(spoken(forced), long.slice(0, cut), "cut at the last space before 240")
   ws.send({ flush: true })
   const rest = await until(ws, (f) => f.flushDone === true)
   t.equal(spoken(rest), long.slice(cut))
@@ -179,10 +177,10 @@ t.test("try_trigger_generation synthesizes the buffer now; a later flush only re
   const ws = await open(t)
   ws.send({ text: " " })
   ws.send({ text: "Tere hommikust", try_trigger_generation: true })
-  const audio = await ws.nextJson()
-  t.ok(isAudio(audio))
-  t.equal(audio.alignment.chars.join(""), "Tere hommikust")
-  t.equal(audio.isFinal, false)
+  const audio = await until(ws, isChunkEnd)
+  t.ok(audio.every(isAudio))
+  t.equal(spoken(audio), "Tere hommikust")
+  t.ok(audio.every((f) => f.isFinal === false))
   ws.send({ flush: true })
   t.same(await ws.nextJson(), { audio: null, flushDone: true })
 })
@@ -194,7 +192,7 @@ t.test("flush: flushDone follows all the audio of the flush; the session stays o
   for (const piece of text.match(/.{1,7}/gsu)!) ws.send({ text: piece })
   ws.send({ flush: true })
   const frames = await until(ws, (f) => f.flushDone === true)
-  t.equal(frames.filter(isAudio).length, 3)
+  t.equal(frames.filter(isChunkEnd).length, 3)
   t.equal(spoken(frames), text)
   t.same(frames.at(-1), { audio: null, flushDone: true })
   ws.send({ text: "Ja veel üks lause pärast flushi.", flush: true })
@@ -234,14 +232,16 @@ t.test("audio is raw s16le mono at 24 kHz: non-silent, plausible duration, align
   t.ok(audio.rms > 0.01, `RMS ${audio.rms.toFixed(3)} is not silence`)
   // About 70 characters of speech: a few seconds, not milliseconds or minutes.
   t.ok(audio.durationMs > 1500 && audio.durationMs < 20_000, `duration ${audio.durationMs} ms`)
-  for (const f of frames.filter(isAudio)) {
-    const chunkMs = (Buffer.from(f.audio, "base64").byteLength / 2 / 24000) * 1000
-    const a = f.alignment
+  const chunks = audioChunks(frames)
+  t.equal(spoken(frames), text, "the chunks' alignments spell the text")
+  t.ok(chunks.some((c) => c.frames > 1), "audio streamed in blocks: chunks of several frames")
+  for (const { bytes, alignment: a } of chunks) {
+    const chunkMs = (bytes.byteLength / 2 / 24000) * 1000
     t.equal(a.chars.length, a.charStartTimesMs.length)
     t.equal(a.chars.length, a.charDurationsMs.length)
     t.ok(a.charStartTimesMs.every((ms: number, i: number) => Number.isInteger(ms) && ms >= 0 && ms + a.charDurationsMs[i] <= chunkMs + 1))
-    t.same(f.normalizedAlignment, a)
   }
+  for (const f of frames.filter(isAudio)) t.same(f.normalizedAlignment, f.alignment)
 })
 
 t.test("speed: clamped to 0.5..2 on any frame, so 5 sounds like 2 and 0.1 like 0.5", async (t) => {
@@ -286,7 +286,7 @@ t.test("cancel: drops the speech in progress even while the client is not readin
   ws.resume()
   const before = await until(ws, (f) => f.cancelled === true)
   t.same(before.at(-1), { audio: null, cancelled: true })
-  t.ok(before.filter(isAudio).length < sentences.length, `${before.filter(isAudio).length} of ${sentences.length} chunks were spoken`)
+  t.ok(before.filter(isChunkEnd).length < sentences.length, `${before.filter(isChunkEnd).length} of ${sentences.length} chunks were spoken`)
   t.ok(text.startsWith(spoken(before)), "what was spoken is a prefix of the text")
   ws.send({ text: "Uus jutt pärast katkestust.", voice_settings: { speed: 1 }, flush: true })
   const after = await until(ws, (f) => f.flushDone === true)
@@ -354,7 +354,7 @@ t.test("backpressure: a client that stops reading pauses its synthesis with boun
 
   ws.resume()
   const frames = await until(ws, (f) => f.flushDone === true)
-  t.equal(frames.filter(isAudio).length, sentences.length, "every chunk arrives once reading resumes")
+  t.equal(frames.filter(isChunkEnd).length, sentences.length, "every chunk arrives once reading resumes")
   t.equal(spoken(frames), text)
   const done = await metrics(service)
   t.equal(done.synthesized - start.synthesized, sentences.length)

@@ -12,7 +12,7 @@ import { MAX_PENDING_CHARS } from "../../actors/TtsSession.ts"
 import { CLOSE_POLICY } from "../../protocol/ws/CloseCodes.ts"
 import { mulawDecode } from "../../engines/audio/Mulaw.ts"
 import { startTestService } from "../support/service.ts"
-import { connectWs, type Frame, isRefused, type Refused, refused, until, type WsClient } from "../support/wsClient.ts"
+import { audioChunks, connectWs, type Frame, isAudio, isChunkEnd, isRefused, type Refused, refused, spoken, until, type WsClient } from "../support/wsClient.ts"
 
 const service = await startTestService(t)
 const { apiKey } = await service.newUser(1_000_000)
@@ -44,9 +44,7 @@ const refusedWithKey = async (url: string): Promise<Refused> => {
   return refused(url, { "xi-api-key": apiKey })
 }
 
-const isAudio = (f: Frame) => typeof f.audio === "string"
 const audioBytes = (frames: ReadonlyArray<Frame>) => Buffer.concat(frames.filter(isAudio).map((f) => Buffer.from(f.audio, "base64")))
-const spoken = (frames: ReadonlyArray<Frame>) => frames.filter(isAudio).map((f) => f.alignment.chars.join("")).join("")
 
 /** Audio of `text` in one flush, on either endpoint. */
 const speak = async (t: Test, text: string, options: { voice?: string; path?: string; query?: string } = {}) => {
@@ -71,9 +69,9 @@ t.test("multi-stream-input honours output_format: pcm_22050 is 22050 samples per
   t.comment(`LiveKit audio rate: ${rate.toFixed(0)} samples per second of speech for pcm_22050`)
   t.ok(Math.abs(rate - 22050) < 22050 * 0.005, `pcm_22050 gives ${rate.toFixed(0)} samples/s`)
   t.equal(spoken(lk), TEXT, "alignment unchanged: chars spell the text")
-  const lastFrame = lk.filter(isAudio).at(-1)!
-  const lastMs = (Buffer.from(lastFrame.audio, "base64").byteLength / 2 / 22050) * 1000
-  const a = lastFrame.alignment
+  const lastChunk = audioChunks(lk).at(-1)!
+  const lastMs = (lastChunk.bytes.byteLength / 2 / 22050) * 1000
+  const a = lastChunk.alignment
   t.ok(a.charStartTimesMs.every((ms: number, i: number) => ms + a.charDurationsMs[i] <= lastMs + 1), "alignment stays in ms inside the 22050 Hz audio")
 
   const same = audioBytes(await speak(t, TEXT, { path: "multi-stream-input", query: "output_format=pcm_24000" }))
@@ -88,7 +86,7 @@ t.test("multi-stream-input: ulaw_8000 is one µ-law byte per 8 kHz sample, and n
   const ulaw = audioBytes(frames)
   // Each chunk's length is rounded on its own: at most one sample per frame apart.
   const expected = reference.byteLength / 2 / 3
-  t.ok(Math.abs(ulaw.byteLength - expected) <= frames.filter(isAudio).length, `${ulaw.byteLength} bytes: 24000 / 3 samples (${expected}), one byte each`)
+  t.ok(Math.abs(ulaw.byteLength - expected) <= frames.filter(isChunkEnd).length, `${ulaw.byteLength} bytes: 24000 / 3 samples (${expected}), one byte each`)
   const pcm = mulawDecode(ulaw)
   let sum = 0
   for (const s of pcm) sum += (s / 32768) ** 2

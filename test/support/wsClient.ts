@@ -211,3 +211,26 @@ export const refused = async (url: string, headers: Record<string, string> = {})
   }
   return r
 }
+
+export const isAudio = (f: Frame) => typeof f.audio === "string"
+/**
+ * The last frame of a chunk: audio is streamed in blocks as the engine makes them, and only the
+ * chunk's last frame carries its alignment (earlier blocks carry an empty one).
+ */
+export const isChunkEnd = (f: Frame) => isAudio(f) && f.alignment.chars.length > 0
+/** Characters the alignments of the audio frames spell, in order. */
+export const spoken = (frames: ReadonlyArray<Frame>) => frames.filter(isAudio).map((f) => f.alignment.chars.join("")).join("")
+
+/** Audio frames grouped by chunk: each chunk's bytes and its alignment (times from the chunk's start). */
+export const audioChunks = (frames: ReadonlyArray<Frame>) => {
+  const chunks: Array<{ readonly bytes: Buffer; readonly frames: number; readonly alignment: Frame }> = []
+  let pending: Array<Buffer> = []
+  for (const f of frames.filter(isAudio)) {
+    pending.push(Buffer.from(f.audio, "base64"))
+    if (isChunkEnd(f)) {
+      chunks.push({ bytes: Buffer.concat(pending), frames: pending.length, alignment: f.alignment })
+      pending = []
+    }
+  }
+  return chunks
+}

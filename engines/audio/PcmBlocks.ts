@@ -1,0 +1,46 @@
+/**
+ * Float blocks at an engine's rate in, s16 blocks at the caller's rate out: the streaming form
+ * of `floatToInt16(resample(samples))`. The resampler keeps its state between blocks and its
+ * concatenated output equals the one-shot output sample for sample (Resampler.ts), and the s16
+ * conversion is per sample, so the blocks of a synthesis add up to exactly the bytes of the
+ * same synthesis done whole. Empty output blocks are not passed on.
+ */
+import { floatToInt16 } from "./Pcm.ts"
+import { Resampler } from "./Resampler.ts"
+
+export class PcmBlocks {
+  private readonly resampler: Resampler | undefined
+  /** Output samples passed on so far. */
+  samples = 0
+
+  constructor(inRate: number, outRate: number, private readonly out: (pcm: Int16Array) => void) {
+    this.resampler = inRate === outRate ? undefined : new Resampler(inRate, outRate)
+  }
+
+  push(block: Float32Array): void {
+    this.pass(this.resampler === undefined ? block : this.resampler.push(block))
+  }
+
+  /** The resampler's tail; call once, after the last block. */
+  end(): void {
+    if (this.resampler !== undefined) this.pass(this.resampler.flush())
+  }
+
+  private pass(samples: Float32Array) {
+    if (samples.length === 0) return
+    this.samples += samples.length
+    this.out(floatToInt16(samples))
+  }
+}
+
+/** Joins s16 blocks into one array (one copy). */
+export const concatInt16 = (blocks: ReadonlyArray<Int16Array>): Int16Array => {
+  if (blocks.length === 1) return blocks[0]!
+  const out = new Int16Array(blocks.reduce((n, b) => n + b.length, 0))
+  let at = 0
+  for (const b of blocks) {
+    out.set(b, at)
+    at += b.length
+  }
+  return out
+}
