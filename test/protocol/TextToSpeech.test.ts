@@ -311,8 +311,8 @@ t.test("stream, sentence mode: headers, one segment per sentence, streaming WAV 
   t.ok(rms(wav.channelData[0]!) > SPEECH_RMS, "the streamed audio is speech")
 })
 
-t.test("stream and sync give the same audio for the same text (same segments, same PCM)", async (t) => {
-  for (const format of ["wav_24000", "pcm_16000", "ulaw_8000"]) {
+t.test("stream and sync give the same audio for the same text (same segments, same PCM; the stream in engine blocks)", async (t) => {
+  for (const format of ["wav_24000", "pcm_16000", "ulaw_8000", "pcm_22050", "pcm_44100"]) {
     const sync = await post(`/text-to-speech/${ESTONIAN}`, { text: THREE_SENTENCES_ET }, { query: `output_format=${format}` })
     const syncBytes = await bytesOf(sync)
     const stream = await readStream(await post(`/text-to-speech/${ESTONIAN}/stream`, { text: THREE_SENTENCES_ET }, { query: `output_format=${format}` }))

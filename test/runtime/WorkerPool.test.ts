@@ -3,7 +3,7 @@
  * tsx bootstrap. Assertions are on order and events (tasks announce their start on a
  * BroadcastChannel), never on durations; timeouts are only a safety net for a hang.
  */
-import { Effect, Exit, Fiber, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import t from "tap"
 import { threadId as mainThreadId } from "node:worker_threads"
 import { WorkerPool, type WorkerPoolOptions, type WorkerPoolService } from "../../runtime/WorkerPool.ts"
@@ -232,3 +232,53 @@ t.test("closing the layer's scope drains the pool", (t) =>
     t.match(pool.stats(), { threads: 0, running: 0, queueSize: 0 })
     t.notOk(events.seen("close.queued"))
   })))
+
+// ---------------------------------------------------------------------------------------------
+// Streaming tasks (`stream`): pieces in order before the result, cancel reaches the handler
+
+type Piece = { i: number; samples: Float32Array }
+type LastStream = { emitted: number; stoppedAt?: number }
+
+t.test("a streamed task hands its pieces over in order, each before the result", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const pieces: Array<Piece> = []
+      const result = yield* safely("stream", pool.stream<{ emitted: number }>("test.blocks", { count: 50, pauseMs: 0 }, (p) => pieces.push(p as Piece)))
+      t.same(result, { emitted: 50 })
+      t.same(pieces.map((p) => p.i), Array.from({ length: 50 }, (_, i) => i), "every piece, in order, before the result")
+      t.ok(pieces.every((p) => p.samples.length === 16 && p.samples[0] === p.i), "buffers arrive intact")
+      t.match(pool.stats(), { threads: 1, running: 0, queueSize: 0 })
+    })))
+
+t.test("interrupting a streamed task tells the handler, which stops at its next piece and frees the thread", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const count = 100_000 // 10 ms apart: about 17 minutes unless the cancel arrives
+      let received = 0
+      const third = yield* Deferred.make<void>()
+      const fiber = yield* forkNow(pool.stream("test.blocks", { count, pauseMs: 10 }, () => {
+        if (++received === 3) Deferred.doneUnsafe(third, Exit.void)
+      }))
+      yield* safely("three pieces", Deferred.await(third))
+      yield* Fiber.interrupt(fiber)
+      const atInterrupt = received
+      // The only thread takes this once the streamed task has ended.
+      const last = yield* safely("the stream's end", pool.run<LastStream>("test.lastStream", null))
+      t.ok(last.stoppedAt !== undefined, `the handler saw the cancel (stopped at piece ${last.stoppedAt})`)
+      t.ok(last.emitted < count, `${last.emitted} of ${count} pieces made`)
+      t.equal(received, atInterrupt, "no piece reaches the caller after its interrupt")
+      t.match(pool.stats(), { threads: 1, running: 0 })
+    })))
+
+t.test("a streamed task that fails or crashes after some pieces fails the caller after them; the pool goes on", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      const pieces: Array<number> = []
+      const failed = yield* Effect.flip(pool.stream("test.blocks", { count: 10, pauseMs: 0, failAt: 3 }, (p) => pieces.push((p as Piece).i)))
+      t.match(failed, { reason: "TaskFailed", failure: { reason: "FailedMidStream" } })
+      t.same(pieces, [0, 1, 2], "the pieces before the failure arrived")
+      const crashed = yield* safely("crash", Effect.flip(pool.stream("test.blocks", { count: 1000, pauseMs: 5, crashAt: 2 }, () => {})))
+      t.equal(crashed.reason, "WorkerCrashed")
+      const pong = yield* safely("ping after the crash", pool.ping)
+      t.ok(pong.threadId > 0, "a new thread serves")
+    })))
