@@ -51,6 +51,11 @@ interface Mapping {
   readonly exposeMessage: boolean
   /** The message shown instead when `exposeMessage` is false (default: a generic one per status). */
   readonly publicMessage?: string
+  /**
+   * A `Retry-After` header, seconds: on overload refusals, so clients (and the SDKs) back off a
+   * moment and a retry through the balancer may reach a less busy instance.
+   */
+  readonly retryAfterS?: number
 }
 
 const URL_UNREACHABLE: Mapping = { status: 400, code: "url_unreachable", exposeMessage: false, publicMessage: "the URL could not be fetched" }
@@ -90,8 +95,8 @@ const table = {
   "AccountsError.UserNotFound": { status: 404, code: "user_not_found", exposeMessage: true },
   "AccountsError.KeyNotFound": { status: 404, code: "key_not_found", exposeMessage: true },
   "AccountsError.EmailTaken": { status: 409, code: "email_taken", exposeMessage: true },
-  "EngineError.QueueFull": { status: 503, code: "server_busy", exposeMessage: true },
-  "EngineError.Closed": { status: 503, code: "shutting_down", exposeMessage: true },
+  "EngineError.QueueFull": { status: 503, code: "server_busy", exposeMessage: true, retryAfterS: 1 },
+  "EngineError.Closed": { status: 503, code: "shutting_down", exposeMessage: true, retryAfterS: 1 },
   "EngineError.TaskFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "EngineError.WorkerCrashed": { status: 502, code: "engine_failed", exposeMessage: false },
   "SpeechError.VoiceNotFound": { status: 404, code: "voice_not_found", exposeMessage: true },
@@ -148,7 +153,7 @@ const table = {
   "TranslatorError.EngineUnavailable": { status: 502, code: "engine_unavailable", exposeMessage: true },
   "TranslatorError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "TranslatorError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
-  "TranslatorError.Busy": { status: 503, code: "server_busy", exposeMessage: true },
+  "TranslatorError.Busy": { status: 503, code: "server_busy", exposeMessage: true, retryAfterS: 1 },
   "SummarizerError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "SummarizerError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
   "SummarizerError.EmptyTranscript": { status: 409, code: "empty_transcript", exposeMessage: true },
@@ -176,7 +181,8 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
       const message = row.exposeMessage && typeof tagged.message === "string" && tagged.message.length > 0
         ? tagged.message
         : row.publicMessage ?? genericMessage(row.status)
-      return { error: new ApiError({ status: row.status, code: row.code, message }), internal: row.status >= 500 }
+      const headers = row.retryAfterS === undefined ? {} : { headers: { "retry-after": String(row.retryAfterS) } }
+      return { error: new ApiError({ status: row.status, code: row.code, message, ...headers }), internal: row.status >= 500 }
     }
   }
   return { error: new ApiError({ status: 500, code: "internal_error", message: genericMessage(500) }), internal: true }

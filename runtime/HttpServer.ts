@@ -90,7 +90,7 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       }
       const match = options.router.match(x.method, x.path)
       if (draining) {
-        return x.reject(new ApiError({ status: 503, code: "shutting_down", message: "the server is shutting down" }), true)
+        return x.reject(new ApiError({ status: 503, code: "shutting_down", message: "the server is shutting down", headers: { "retry-after": "1" } }), true)
       }
       if (match._tag === "NotFound") {
         return x.reject(new ApiError({ status: 404, code: "not_found", message: `no route for ${x.method} ${x.path}` }))

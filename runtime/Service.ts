@@ -268,7 +268,7 @@ export const startServer = Effect.gen(function*() {
     ...translateRoutes({
       apiBase: config.apiBase,
       maxJsonBodyBytes: config.maxJsonBodyBytes,
-      limiter: new RateLimiter({ perSecond: config.translateRatePerS, burst: config.translateBurst })
+      limiter: new RateLimiter(sql, { name: "translate", perSecond: config.translateRatePerS, burst: config.translateBurst })
     }),
     ...webhookRoutes({ apiBase: config.apiBase, maxJsonBodyBytes: config.maxJsonBodyBytes, guard: makeOutboundGuard({ allowPrivate: config.urlFetchAllowPrivate }) }),
     ...(config.blobStore === "local"
@@ -313,7 +313,7 @@ export const startServer = Effect.gen(function*() {
   const server = yield* makeHttpServer({
     host: config.host,
     port: config.port,
-    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions | OAuthStore : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()), version)]),
+    router: new Router<(typeof routes)[number] extends Route<infer R> ? R | ApiKeys | WebSessions | OAuthStore : never>([...routes, ...siteRoutes(config, () => siteUrl, () => JSON.parse(site.openApi()), version, sql)]),
     authenticate,
     authenticateSession: (token) =>
       Effect.map(webSessions.find(token), (s) =>

@@ -5,6 +5,7 @@
  * limits. They are mounted beside the API routes but left out of the OpenAPI document.
  */
 import { Effect } from "effect"
+import type { SqlClient } from "effect/sql/SqlClient"
 import type { AppConfigShape } from "./Config.ts"
 import { toApiError } from "../protocol/ApiError.ts"
 import type { Route } from "../protocol/Http.ts"
@@ -24,8 +25,8 @@ import { mcpRoutes } from "../protocol/routes/mcp.ts"
 import * as path from "node:path"
 
 /** Failed sign-ins per account: 5, then one every 12 s; attempts per client address: 30, then one every 2 s. */
-const PER_ACCOUNT = { perSecond: 1 / 12, burst: 5 }
-const PER_ADDRESS = { perSecond: 1 / 2, burst: 30 }
+const PER_ACCOUNT = { name: "signin_account", perSecond: 1 / 12, burst: 5 }
+const PER_ADDRESS = { name: "signin_address", perSecond: 1 / 2, burst: 30 }
 
 /** A failure of a page (a bad form, an expired CSRF token, the database down) as a page in words. */
 const asPage = <R>(route: Route<R>): Route<R> => ({
@@ -44,9 +45,9 @@ const asPage = <R>(route: Route<R>): Route<R> => ({
 const MCP_MAX_SESSIONS = 1000
 const MCP_IDLE_MS = 30 * 60_000
 
-export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openApi: () => unknown, version: string) => {
+export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openApi: () => unknown, version: string, sql: SqlClient) => {
   const secureCookies = config.siteUrlText.startsWith("https:")
-  const limits = { perAccount: new RateLimiter(PER_ACCOUNT), perAddress: new RateLimiter(PER_ADDRESS) }
+  const limits = { perAccount: new RateLimiter(sql, PER_ACCOUNT), perAddress: new RateLimiter(sql, PER_ADDRESS) }
   type SiteServices = Users | WebSessions | ApiKeys | Credits | OAuthStore
   const pages: Array<Route<SiteServices>> = [
     ...sitePageRoutes({ apiBase: config.apiBase, siteUrl, openApi }),

@@ -15,6 +15,7 @@ import savedSpeakers from "./migrations/0005_saved_speakers.ts"
 import summaries from "./migrations/0006_summaries.ts"
 import site from "./migrations/0007_site.ts"
 import oauth from "./migrations/0008_oauth.ts"
+import rateBuckets from "./migrations/0009_rate_buckets.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
@@ -24,7 +25,8 @@ export const migrations = {
   "0005_saved_speakers": savedSpeakers,
   "0006_summaries": summaries,
   "0007_site": site,
-  "0008_oauth": oauth
+  "0008_oauth": oauth,
+  "0009_rate_buckets": rateBuckets
 }
 
 export const migrationsTable = "speech_migrations"

@@ -66,10 +66,10 @@ export const siteAccountRoutes = (o: SiteAccountOptions): ReadonlyArray<Route<Us
           const current = form.get("current") ?? ""
           // A stolen session must not become a password-guessing oracle: the same budget as sign-in.
           const account = `user:${s.user.userId}`
-          const allowed = o.perAccount.check(account)
+          const allowed = yield* o.perAccount.check(account)
           if (!allowed.allowed) return yield* accountPage(s, 429, { kind: "error", text: `Too many wrong passwords. Try again in ${allowed.retryAfterS} seconds.` })
           if (record?.passwordHash === undefined || !(yield* verifyPassword(record.passwordHash, current.slice(0, 1024)))) {
-            o.perAccount.take(account)
+            yield* o.perAccount.take(account)
             return yield* accountPage(s, 400, { kind: "error", text: "The current password is wrong." })
           }
           const next = form.get("new") ?? ""

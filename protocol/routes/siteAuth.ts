@@ -94,10 +94,10 @@ ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>`
       yield* checkCsrf(form, cookieValue(ctx.request.headers["cookie"], LOGIN_CSRF_COOKIE))
       const email = (form.get("email") ?? "").trim().slice(0, 320)
       const password = form.get("password") ?? ""
-      const byAddress = o.limits.perAddress.take(`addr:${ctx.request.remoteAddress}`)
+      const byAddress = yield* o.limits.perAddress.take(`addr:${ctx.request.remoteAddress}`)
       const user = byAddress.allowed ? yield* (yield* Users).findByEmail(email) : undefined
       const account = user !== undefined ? `user:${user.userId}` : `email:${email.normalize("NFKC").toLowerCase()}`
-      const byAccount = o.limits.perAccount.check(account)
+      const byAccount = yield* o.limits.perAccount.check(account)
       if (!byAccount.allowed || !byAddress.allowed) {
         const wait = Math.max(byAccount.allowed ? 0 : byAccount.retryAfterS, byAddress.allowed ? 0 : byAddress.retryAfterS)
         return signInPage(ctx, 429, `Too many sign-in attempts. Try again in ${wait} seconds.`, email)
@@ -105,7 +105,7 @@ ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>`
       const phc = user?.passwordHash ?? (yield* decoyHash())
       const ok = (yield* verifyPassword(phc, password.slice(0, 1024))) && user?.passwordHash !== undefined
       if (!ok || user === undefined) {
-        o.limits.perAccount.take(account)
+        yield* o.limits.perAccount.take(account)
         yield* Effect.logInfo("sign-in refused", { address: ctx.request.remoteAddress })
         return signInPage(ctx, 401, "That e-mail and password do not match an account.", email)
       }
@@ -160,7 +160,7 @@ ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>`
             yield* checkCsrf(form, cookieValue(ctx.request.headers["cookie"], LOGIN_CSRF_COOKIE))
             const email = (form.get("email") ?? "").trim()
             const password = form.get("password") ?? ""
-            const byAddress = o.limits.perAddress.take(`addr:${ctx.request.remoteAddress}`)
+            const byAddress = yield* o.limits.perAddress.take(`addr:${ctx.request.remoteAddress}`)
             if (!byAddress.allowed) return signUpPage(ctx, 429, `Too many attempts. Try again in ${byAddress.retryAfterS} seconds.`, email)
             if (!EMAIL.test(email)) return signUpPage(ctx, 400, "Enter an e-mail address.", email)
             const problem = passwordProblem(password)

@@ -9,7 +9,8 @@
  * stops the engine work (queued Apertium chunks are dropped, a chat request is aborted).
  *
  * Rate limit: a token bucket per credential (API key; OAuth tokens: the user), anonymous callers
- * per client address: protocol/RateLimiter.ts, numbers from the configuration.
+ * per client address: protocol/RateLimiter.ts (one bucket for all instances on the database),
+ * numbers from the configuration.
  */
 import { Effect } from "effect"
 import { prepareChunk, runChunk } from "../../actors/ChunkTranslation.ts"
@@ -74,7 +75,7 @@ export const translateRoutes = (options: TranslateRouteOptions): ReadonlyArray<R
     handler: (ctx) =>
       Effect.gen(function*() {
         const events = wantsEvents(ctx)
-        const decision = options.limiter.take(callerOf(ctx))
+        const decision = yield* options.limiter.take(callerOf(ctx))
         if (!decision.allowed) {
           const message = `more than ${options.limiter.options.perSecond} translation chunks per second (bursts of ${options.limiter.options.burst}); retry in ${decision.retryAfterS} s`
           const headers = { "retry-after": String(decision.retryAfterS) }
