@@ -1,5 +1,5 @@
 /** Shared plumbing for the benchmarks: free ports, child processes that announce readiness. */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { mkdtempSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
@@ -46,13 +46,28 @@ export const startProcess = (
     child.once("exit", (code) => reject(new Error(`${command} ${args.join(" ")} exited with ${code} before it was ready`)))
   })
 
+/**
+ * How benches run the service: the production build (`dist/`, built first when stale; what
+ * `npm start` runs) unless BENCH_RUNTIME=tsx asks for the sources under tsx. Memory and start-up
+ * differ a lot between the two (tsx compiles every module in every worker thread).
+ */
+export const serviceArgs = (): Array<string> => {
+  if (process.env.BENCH_RUNTIME === "tsx") return ["--import", "tsx", "runtime/main.ts"]
+  execFileSync(process.execPath, ["scripts/build.mjs", "--if-stale"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] })
+  return ["dist/runtime/main.js"]
+}
+
+/** The database benches run on: the PostgreSQL of DATABASE_URL when set, else embedded PGlite. */
+export const databaseLabel = (): string =>
+  process.env.DATABASE_URL ? `PostgreSQL (${new URL(process.env.DATABASE_URL).host})` : "embedded PGlite (set DATABASE_URL for a PostgreSQL server)"
+
 /** Starts the service on a free port with a fresh embedded database; resolves its site URL. */
 export const startService = async (env: Record<string, string> = {}) => {
   const port = await freePort()
   const dataDir = mkdtempSync(path.join(tmpdir(), "speech-bench-"))
   const child = await startProcess(
     process.execPath,
-    ["--import", "tsx", "runtime/main.ts"],
+    serviceArgs(),
     { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info", ...env },
     /"msg":"listening"/
   )
