@@ -146,6 +146,8 @@ const table = {
   // Blob messages name files and keys: the client gets a plain sentence.
   "BlobStoreError.NotFound": { status: 409, code: "upload_missing", exposeMessage: false, publicMessage: "the uploaded file is missing" },
   "BlobStoreError.IoFailed": { status: 503, code: "storage_unavailable", exposeMessage: false },
+  // The local disk (DATA_DIR) is full: the partial file is gone, a later retry may fit.
+  "BlobStoreError.DiskFull": { status: 507, code: "insufficient_storage", exposeMessage: false, publicMessage: "the server has no room left to store this upload; retry later" },
   "ChunkRequestError.UnknownLanguage": { status: 400, code: "unsupported_language", exposeMessage: true },
   "ChunkRequestError.UnsupportedPair": { status: 400, code: "unsupported_language_pair", exposeMessage: true },
   "ChunkRequestError.TooLong": { status: 400, code: "text_too_long", exposeMessage: true },
@@ -199,5 +201,6 @@ export const statusText: Record<number, string> = {
   200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
   402: "Payment Required", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
   409: "Conflict", 411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
-  429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"
+  429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+  507: "Insufficient Storage"
 }

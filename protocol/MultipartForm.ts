@@ -20,7 +20,8 @@ import { randomBytes } from "node:crypto"
 import { createWriteStream, mkdirSync, rmSync, type WriteStream } from "node:fs"
 import type { Readable } from "node:stream"
 import * as path from "node:path"
-import { type ApiError, badRequest, payloadTooLarge, unsupportedMediaType } from "./ApiError.ts"
+import { localIoError } from "../storage/BlobStore.ts"
+import { type ApiError, badRequest, payloadTooLarge, toApiError, unsupportedMediaType } from "./ApiError.ts"
 import type { RequestContext } from "./Http.ts"
 
 export interface UploadedFile {
@@ -149,7 +150,13 @@ const parse = (ctx: RequestContext, options: MultipartOptions, temp: TempFiles):
       pendingWrites.push(new Promise((resolve) => {
         out.on("close", () => resolve())
         out.on("error", (e) => {
-          fail(badRequest(`could not store the upload: ${e.message}`))
+          // Not the client's doing: a full disk is 507, any other write failure 503 (the
+          // details, which name files, go to the log). The partial file is removed with the
+          // others when the form's body ends.
+          fail(toApiError(localIoError("multipart upload", e)).error)
+          // The part must keep flowing, or busboy would wait on it and the body never drain.
+          stream.unpipe(out)
+          discard(stream)
           resolve()
         })
       }))

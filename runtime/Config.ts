@@ -9,6 +9,7 @@
 import { Cause, Config, ConfigProvider, Context, Effect, Layer, Option, Redacted } from "effect"
 import * as os from "node:os"
 import * as path from "node:path"
+import { POCKETSPHINX_DEFAULTS } from "../engines/asr/PocketSphinxAsr.ts"
 import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
 
 const mib = 1024 * 1024
@@ -47,6 +48,7 @@ export const settings = {
   siteUrl: setting("SITE_URL", "Public root URL of the site (discovery documents, OAuth, preview URLs); the API is at SITE_URL/api/v1", "http://localhost:PORT", Config.option(Config.URL("SITE_URL"))),
   dataDir: setting("DATA_DIR", "Directory for the embedded database, blobs and temporary uploads", "./data", Config.String("DATA_DIR").pipe(Config.withDefault("./data"))),
   databaseUrl: setting("DATABASE_URL", "PostgreSQL URL; when unset an embedded PGlite database under DATA_DIR/pglite is used", "(unset: embedded)", Config.option(Config.Redacted("DATABASE_URL"))),
+  databaseResponseTimeoutS: setting("DATABASE_RESPONSE_TIMEOUT_S", "PostgreSQL over plain TCP: a connection that sent a statement and heard nothing back for this long is closed and the request fails with 503 database_unavailable (a peer gone silent would otherwise hold it until TCP gives up); keep it above the slowest query, s (0: no bound)", "15", intIn("DATABASE_RESPONSE_TIMEOUT_S", 15, 0, 3600)),
   workers: setting("WORKERS", "Inference worker threads in the pool", "number of CPUs", intIn("WORKERS", cpuCount, 1, 256)),
   poolMaxQueue: setting("POOL_MAX_QUEUE", "Tasks that may wait for a worker before new work is refused with 503", "512", intIn("POOL_MAX_QUEUE", 512, 1, 1_000_000)),
   maxJsonBodyBytes: setting("MAX_JSON_BODY_BYTES", "Largest JSON request body, bytes", String(mib), intIn("MAX_JSON_BODY_BYTES", mib, 1024, 64 * mib)),
@@ -64,6 +66,8 @@ export const settings = {
       }
     }
   }),
+  pocketsphinxLibrary: setting("POCKETSPHINX_LIBRARY", "Speech-to-text: dlopen name or path of PocketSphinx's library (Debian libpocketsphinx3); when it does not load, speech-to-text answers 502 engine_unavailable and the rest of the service runs", POCKETSPHINX_DEFAULTS.libraryPath, Config.String("POCKETSPHINX_LIBRARY").pipe(Config.withDefault(POCKETSPHINX_DEFAULTS.libraryPath))),
+  pocketsphinxModelDir: setting("POCKETSPHINX_MODEL_DIR", "Speech-to-text: directory of PocketSphinx's US English model: en-us/, en-us.lm.bin, cmudict-en-us.dict (Debian pocketsphinx-en-us)", POCKETSPHINX_DEFAULTS.modelDirectory, Config.String("POCKETSPHINX_MODEL_DIR").pipe(Config.withDefault(POCKETSPHINX_DEFAULTS.modelDirectory))),
   piperVoicesDir: setting("PIPER_VOICES_DIR", "Directory of Piper voices (*.onnx + *.onnx.json); unset: Piper off", "(unset)", Config.option(Config.String("PIPER_VOICES_DIR"))),
   wsEnabled: setting("WS_ENABLED", "WebSocket text-to-speech sessions (stream-input, multi-stream-input); false answers their upgrades with 503", "true", Config.Boolean("WS_ENABLED").pipe(Config.withDefault(true))),
   wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),

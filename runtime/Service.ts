@@ -57,6 +57,7 @@ import { tmpPurgeLayer } from "./TmpPurge.ts"
 import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 import { Inference } from "../engines/Inference.ts"
+import { PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
 import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
 import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
 import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
@@ -94,6 +95,15 @@ export interface RunningService {
 /** Languages the TTS model reports: every language of the preset catalogue. */
 const modelLanguages = LANGUAGE_ROWS.map((l) => ({ language_id: l.code, name: l.name }))
 
+const pocketsphinxOptions = (config: AppConfigShape) => ({ libraryPath: config.pocketsphinxLibrary, modelDirectory: config.pocketsphinxModelDir })
+
+/** Fails with the engine's own message (which names the missing package) while PocketSphinx cannot load. */
+const asrReady = (config: AppConfigShape) =>
+  Effect.suspend(() => {
+    const missing = PocketSphinxAsr.check(pocketsphinxOptions(config))
+    return missing === undefined ? Effect.void : Effect.fail(missing)
+  })
+
 /** What tests may change beyond the configuration: the PostgreSQL schema to work in. */
 export interface ServiceOverrides {
   readonly searchPath?: string
@@ -107,6 +117,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   const database = databaseLayer({
     databaseUrl: databaseUrlText(config),
     dataDir: config.dataDir,
+    ...(config.databaseResponseTimeoutS > 0 ? { responseTimeoutMs: config.databaseResponseTimeoutS * 1000 } : {}),
     ...(overrides.searchPath !== undefined ? { searchPath: overrides.searchPath } : {})
   })
   // Reservations taken by this process carry its instance id; the registry gives back those of
@@ -128,7 +139,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).
   const engines = Layer.mergeAll(
     PoolTts.layer,
-    PoolRecognizer.layer,
+    PoolRecognizer.layerWith({ pocketsphinx: pocketsphinxOptions(config) }),
     PoolSpeakerEmbedding.layer(speakerModel),
     PoolCloneAnalysis.layer,
     PoolDenoiser.layer,
@@ -287,7 +298,10 @@ export const startServer = Effect.gen(function*() {
   const readiness = Readiness.of({
     checks: [
       { name: "database", run: databaseReady.pipe(Effect.provideService(SqlClient, sql)) },
-      { name: "worker_pool", run: pool.ready.pipe(Effect.timeout("5 seconds")) }
+      { name: "worker_pool", run: pool.ready.pipe(Effect.timeout("5 seconds")) },
+      // Optional: without its Debian packages only speech-to-text fails (502 engine_unavailable);
+      // the instance still serves everything else, so it stays ready and says what is missing.
+      { name: "speech_to_text", optional: true, run: asrReady(config) }
     ]
   })
   const webSockets = makeTtsWebSockets({
@@ -330,6 +344,8 @@ export const startServer = Effect.gen(function*() {
   )
   if (config.port === 0) siteUrl = siteUrl.replace(/:0$/, `:${server.port}`)
   siteAddress.current = siteUrl
+  const asrMissing = PocketSphinxAsr.check(pocketsphinxOptions(config))
+  if (asrMissing !== undefined) yield* Effect.logWarning("speech-to-text is unavailable; everything else runs", { reason: asrMissing.message })
   yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,

@@ -17,9 +17,23 @@ import * as path from "node:path"
 import { uploadQuery } from "./UploadSignature.ts"
 
 export class BlobStoreError extends Data.TaggedError("BlobStoreError")<{
-  readonly reason: "NotFound" | "IoFailed"
+  /** DiskFull: the local filesystem has no room (ENOSPC) or the user's quota is spent (EDQUOT). */
+  readonly reason: "NotFound" | "IoFailed" | "DiskFull"
   readonly message: string
 }> {}
+
+/** True for a write refused because the filesystem (or the quota) is full. */
+export const isDiskFull = (e: unknown): boolean => {
+  const code = (e as { code?: unknown } | null)?.code
+  return code === "ENOSPC" || code === "EDQUOT"
+}
+
+/** A failed local file operation as a BlobStoreError: DiskFull when there is no room, else IoFailed. */
+export const localIoError = (what: string, e: unknown): BlobStoreError =>
+  new BlobStoreError({
+    reason: isDiskFull(e) ? "DiskFull" : (e as { code?: string } | null)?.code === "ENOENT" ? "NotFound" : "IoFailed",
+    message: `${what}: ${e instanceof Error ? e.message : String(e)}`
+  })
 
 export interface BlobStoreShape {
   readonly put: (key: string, bytes: Uint8Array) => Effect.Effect<void, BlobStoreError>
@@ -84,11 +98,7 @@ export const makeLocalBlobStore = (root: string, uploads?: LocalUploads): BlobSt
     }
     return path.join(root, ...segments)
   }
-  const io = (key: string) => (e: unknown) =>
-    new BlobStoreError({
-      reason: (e as { code?: string })?.code === "ENOENT" ? "NotFound" : "IoFailed",
-      message: `blob ${key}: ${e instanceof Error ? e.message : String(e)}`
-    })
+  const io = (key: string) => (e: unknown) => localIoError(`blob ${key}`, e)
   const atomically = (key: string, write: (tmp: string) => Promise<void>) =>
     Effect.suspend(() => {
       const file = fileOf(key)

@@ -14,6 +14,7 @@
  *   staleness between processes (see `Database.crossProcessNotify`).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Net from "node:net"
 import { type Cause, Context, Effect, Layer, Redacted } from "effect"
 import * as Reactivity from "effect/reactivity/Reactivity"
 import type { MigrationError } from "effect/sql/Migrator"
@@ -49,6 +50,12 @@ export interface DatabaseOptions {
   readonly searchPath?: string
   /** Embedded mode: how long to wait for another process's database to start or finish, ms (default 30000). */
   readonly ownerWaitMs?: number
+  /**
+   * PostgreSQL over TCP without TLS: a connection that has sent a statement and hears nothing
+   * back for this long is closed, so the statement fails (503) instead of waiting for TCP to give
+   * up on a silent peer (minutes). Unset: no bound. TLS connections are not watched.
+   */
+  readonly responseTimeoutMs?: number
 }
 
 export interface DatabaseInfo {
@@ -73,6 +80,7 @@ const connectPostgres = (url: string, options: DatabaseOptions) =>
       url: Redacted.make(url),
       applicationName,
       maxConnections: options.maxConnections ?? 10,
+      ...(options.responseTimeoutMs === undefined ? {} : watchedTcp(url, options.responseTimeoutMs)),
       ...(options.searchPath === undefined ? {} : { startupParameters: { search_path: options.searchPath } })
     })
     const where = safeUrlDescription(url)
@@ -107,6 +115,44 @@ const connectEmbedded = (options: DatabaseOptions) =>
       } satisfies DatabaseInfo
     }
   })
+
+/**
+ * The socket PgClient would open, plus a watchdog: armed by a write, disarmed by any byte read.
+ * Every statement is answered by at least one message, so silence past the bound after a write
+ * means the peer is gone (or a statement runs longer than the bound: keep it above the slowest
+ * query). LISTEN connections write nothing while they wait, so they are never cut. Applies to
+ * plain TCP only (unix sockets cannot stall that way; TLS reads bypass the raw socket's events).
+ */
+const watchedTcp = (url: string, timeoutMs: number): { stream?: () => Net.Socket } => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return {}
+  }
+  const ssl = parsed.searchParams.get("sslmode") ?? parsed.searchParams.get("ssl")
+  const host = parsed.searchParams.get("host") ?? decodeURIComponent(parsed.hostname)
+  if ((ssl !== null && ssl !== "disable" && ssl !== "false") || host === "" || host.startsWith("/") || host.includes(",")) return {}
+  const port = Number(parsed.port || 5432)
+  return {
+    stream: () => {
+      const socket = Net.connect({ host: host.replace(/^\[|\]$/g, ""), port, noDelay: true })
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const write = socket.write
+      socket.write = function(this: Net.Socket, ...args: Array<unknown>) {
+        timer ??= setTimeout(() => socket.destroy(new Error(`no answer from PostgreSQL for ${timeoutMs} ms`)), timeoutMs)
+        return (write as (...a: Array<unknown>) => boolean).apply(this, args)
+      } as typeof socket.write
+      const disarm = () => {
+        clearTimeout(timer)
+        timer = undefined
+      }
+      socket.on("data", disarm)
+      socket.on("close", disarm)
+      return socket
+    }
+  }
+}
 
 /** Host, port and database of a URL, without user or password. */
 const safeUrlDescription = (url: string): string => {

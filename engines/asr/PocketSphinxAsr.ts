@@ -67,8 +67,17 @@ const requiredFiles = (m: ModelFiles): Array<string> => [
   ...["mdef", "means", "variances", "transition_matrices", "sendump", "feat.params", "noisedict"].map((f) => path.join(m.hmm, f))
 ]
 
+/** What an operator types to get the engine back (the `pocketsphinx` package pulls `libpocketsphinx3`). */
+export const POCKETSPHINX_INSTALL = "apt install pocketsphinx pocketsphinx-en-us"
+
 const unavailable = (what: string, missing: string, cause?: unknown, registry = "Debian"): AsrError =>
-  new AsrError("EngineUnavailable", `PocketSphinx is unavailable: ${what} (install the ${registry} package ${missing})`, { cause, missing })
+  new AsrError(
+    "EngineUnavailable",
+    registry === "Debian"
+      ? `PocketSphinx is unavailable: ${what} (the Debian package ${missing} is missing: ${POCKETSPHINX_INSTALL}; or set POCKETSPHINX_LIBRARY / POCKETSPHINX_MODEL_DIR)`
+      : `PocketSphinx is unavailable: ${what} (install the ${registry} package ${missing})`,
+    { cause, missing }
+  )
 
 const detail = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 

@@ -19,6 +19,7 @@ import { type EngineError, Inference, type Priority } from "../Inference.ts"
 import { VAD_FRAME_MS, VAD_FRAME_SAMPLES, type VadCarry } from "../vad/SileroVad.ts"
 import { type SpeechSegment, speechSegments } from "../vad/SpeechSegments.ts"
 import type { VadProbabilitiesInput } from "../vad/tasks.ts"
+import type { PocketSphinxOptions } from "./PocketSphinxAsr.ts"
 import type { RecognizeInput, RecognizeOutput } from "./tasks.ts"
 import { type TranscriptionError, transcriptionFromEngine } from "./TranscriptionError.ts"
 
@@ -81,7 +82,12 @@ export const segmentSamples = (audio: PcmSource, segment: { readonly startMs: nu
   to: Math.min(audio.samples, Math.ceil((segment.endMs * RECOGNIZER_SAMPLE_RATE) / 1000))
 })
 
-const makePoolRecognizer = Effect.map(Inference, (pool) => {
+export interface PoolRecognizerOptions {
+  /** Library and model locations (POCKETSPHINX_LIBRARY, POCKETSPHINX_MODEL_DIR); default Debian's. */
+  readonly pocketsphinx?: PocketSphinxOptions
+}
+
+const makePoolRecognizer = (options: PoolRecognizerOptions = {}) => Effect.map(Inference, (pool) => {
   const findSpeech = (audio: PcmSource, options: FindSpeechOptions = {}) =>
     Effect.gen(function*() {
       const probabilities = new Float32Array(Math.ceil(audio.samples / VAD_FRAME_SAMPLES))
@@ -101,6 +107,7 @@ const makePoolRecognizer = Effect.map(Inference, (pool) => {
       return speechSegments(probabilities, VAD_FRAME_MS, (audio.samples * 1000) / RECOGNIZER_SAMPLE_RATE) as ReadonlyArray<SpeechSegment>
     }).pipe(Effect.mapError(transcriptionFromEngine))
 
+  const engine = options.pocketsphinx !== undefined ? { pocketsphinx: options.pocketsphinx } : {}
   const recognize = (audio: PcmSource, segments: ReadonlyArray<SpeechSegment>, options: RecognizeOptions) => {
     // Progress by speech duration: segments differ in length and finish out of order.
     const totalMs = segments.reduce((sum, s) => sum + (s.endMs - s.startMs), 0)
@@ -109,7 +116,7 @@ const makePoolRecognizer = Effect.map(Inference, (pool) => {
       Effect.gen(function*() {
         const { from, to } = segmentSamples(audio, segment)
         const pcm = yield* audio.read(from, to)
-        const input: RecognizeInput = { pcm, sampleOffset: from, ...(options.language !== undefined ? { language: options.language } : {}) }
+        const input: RecognizeInput = { pcm, sampleOffset: from, ...engine, ...(options.language !== undefined ? { language: options.language } : {}) }
         const out = yield* pool.run("asr.recognize", input, { priority: options.priority ?? "batch", transfer: [pcm.buffer as ArrayBuffer] })
         doneMs += segment.endMs - segment.startMs
         if (options.progress !== undefined) yield* options.progress(totalMs > 0 ? doneMs / totalMs : 1)
@@ -122,6 +129,8 @@ const makePoolRecognizer = Effect.map(Inference, (pool) => {
 
 /** `Recognizer` on the worker pool (Silero VAD, PocketSphinx), batch priority. */
 export const PoolRecognizer = {
-  make: makePoolRecognizer,
-  layer: Layer.effect(Recognizer, makePoolRecognizer) as Layer.Layer<Recognizer, never, Inference>
+  make: makePoolRecognizer(),
+  layer: Layer.effect(Recognizer, makePoolRecognizer()) as Layer.Layer<Recognizer, never, Inference>,
+  /** With the engine's library and model somewhere other than Debian's places. */
+  layerWith: (options: PoolRecognizerOptions): Layer.Layer<Recognizer, never, Inference> => Layer.effect(Recognizer, makePoolRecognizer(options))
 }

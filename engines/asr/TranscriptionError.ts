@@ -25,7 +25,10 @@ const reasons = new Set<string>(["NotMedia", "Damaged", "NoAudio", "TooLong", "U
 
 /** A worker failure (AsrError/VadError by name and reason) as a TranscriptionError. */
 export const transcriptionFromEngine = (e: EngineError): TranscriptionError | EngineError => {
-  if (e.reason === "TaskFailed" || e.reason === "WorkerCrashed") {
+  // A dead thread's message is an uncaught error's (a bug's) text: the log has it, the client
+  // gets a plain sentence (the 502 row exposes TranscriptionError messages).
+  if (e.reason === "WorkerCrashed") return new TranscriptionError({ reason: "EngineFailed", message: "the recognition engine's worker thread failed; retry the request" })
+  if (e.reason === "TaskFailed") {
     const reason = e.failure?.reason
     return new TranscriptionError({
       reason: reason !== undefined && reasons.has(reason) ? (reason as TranscriptionErrorReason) : "EngineFailed",

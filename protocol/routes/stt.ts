@@ -48,7 +48,8 @@ export const sttRoutes = (options: SttRouteOptions): ReadonlyArray<Route<Transcr
         413: { description: "file over 100 MB", schema: ErrorBody },
         415: { description: "not audio or video", schema: ErrorBody },
         502: { description: "recognition engine failed or missing", schema: ErrorBody },
-        503: { description: "too many files being decoded and waiting (STT_MAX_CONCURRENT_DECODES); retry", schema: ErrorBody }
+        503: { description: "too many files being decoded and waiting (STT_MAX_CONCURRENT_DECODES); retry", schema: ErrorBody },
+        507: { description: "the server's disk is full (insufficient_storage); the upload was not kept, retry later", schema: ErrorBody }
       },
       handler: (ctx) =>
         Effect.gen(function*() {

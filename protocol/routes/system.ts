@@ -6,9 +6,12 @@ import { Context, Effect, Schema } from "effect"
 import { Reply, type Route } from "../Http.ts"
 import { ModelList } from "../schemas/Model.ts"
 
-/** Named readiness checks (database, worker pool); each fails when its component is not usable. */
+/**
+ * Named readiness checks (database, worker pool); each fails when its component is not usable.
+ * An `optional` one (an engine only some routes need) is reported but leaves the instance ready.
+ */
 export class Readiness extends Context.Service<Readiness, {
-  readonly checks: ReadonlyArray<{ readonly name: string; readonly run: Effect.Effect<unknown, unknown> }>
+  readonly checks: ReadonlyArray<{ readonly name: string; readonly run: Effect.Effect<unknown, unknown>; readonly optional?: boolean }>
 }>()("speech/protocol/Readiness") {}
 
 /** Prometheus exposition text of the process's metrics. */
@@ -27,7 +30,7 @@ export class SiteInfo extends Context.Service<SiteInfo, {
 const HealthBody = Schema.Struct({ status: Schema.Literal("ok") }).annotate({ identifier: "Health" })
 const ReadyBody = Schema.Struct({
   status: Schema.Literals(["ready", "unavailable"]),
-  checks: Schema.Record(Schema.String, Schema.Struct({ ok: Schema.Boolean, error: Schema.optional(Schema.String) }))
+  checks: Schema.Record(Schema.String, Schema.Struct({ ok: Schema.Boolean, error: Schema.optional(Schema.String), optional: Schema.optional(Schema.Boolean) }))
 }).annotate({ identifier: "Readiness" })
 const ProtectedResource = Schema.Struct({
   resource: Schema.String,
@@ -80,7 +83,7 @@ export const systemRoutes = (
     path: "/readyz",
     auth: "none",
     operationId: "ready",
-    summary: "Readiness: database and worker pool usable",
+    summary: "Readiness: database and worker pool usable; optional engines (speech-to-text) are reported without making the instance unready",
     tags: ["meta"],
     responses: { 200: { description: "ready", schema: ReadyBody }, 503: { description: "not ready", schema: ReadyBody } },
     handler: () =>
@@ -91,10 +94,10 @@ export const systemRoutes = (
             Effect.timeout("5 seconds"),
             Effect.match({
               onSuccess: () => [c.name, { ok: true }] as const,
-              onFailure: (e) => [c.name, { ok: false, error: describe(e) }] as const
+              onFailure: (e) => [c.name, { ok: false, error: describe(e), ...(c.optional === true ? { optional: true } : {}) }] as const
             })
           ), { concurrency: "unbounded" })
-        const ok = results.every(([, r]) => r.ok)
+        const ok = results.every(([, r]) => r.ok || ("optional" in r && r.optional === true))
         return Reply.json(ok ? 200 : 503, { status: ok ? "ready" : "unavailable", checks: Object.fromEntries(results) })
       })
   },

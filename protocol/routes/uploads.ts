@@ -14,7 +14,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { detectContainer, SNIFF_BYTES } from "../../engines/media/MediaType.ts"
-import { BlobStore } from "../../storage/BlobStore.ts"
+import { BlobStore, localIoError } from "../../storage/BlobStore.ts"
 import { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
 import { verifyUpload } from "../../storage/UploadSignature.ts"
 import { ApiError, notFound, unsupportedMediaType } from "../ApiError.ts"
@@ -48,7 +48,8 @@ export const uploadRoutes = (options: UploadRouteOptions): ReadonlyArray<Route<R
       404: { description: "no such upload", schema: ErrorBody },
       409: { description: "the job is no longer waiting for its upload", schema: ErrorBody },
       413: { description: "more bytes than the address allows", schema: ErrorBody },
-      415: { description: "not audio or video (the job is failed)", schema: ErrorBody }
+      415: { description: "not audio or video (the job is failed)", schema: ErrorBody },
+      507: { description: "the server's disk is full (insufficient_storage); nothing was kept, retry later", schema: ErrorBody }
     },
     handler: (ctx) =>
       Effect.gen(function*() {
@@ -68,10 +69,13 @@ export const uploadRoutes = (options: UploadRouteOptions): ReadonlyArray<Route<R
         if (job.state !== "uploading" || job.upload_bytes !== null) {
           return yield* new ApiError({ status: 409, code: "upload_closed", message: `job ${job.id} is no longer waiting for its upload (state ${job.state})` })
         }
-        yield* Effect.promise(() => fs.mkdir(options.tmpDir, { recursive: true }))
+        // A full disk (ENOSPC, EDQUOT) is 507 insufficient_storage, any other write failure 503;
+        // either way the partial file is removed (onError below).
+        const local = <A>(what: string, run: () => Promise<A>) => Effect.tryPromise({ try: run, catch: (e) => localIoError(what, e) })
+        yield* local("upload directory", () => fs.mkdir(options.tmpDir, { recursive: true }))
         const tmp = path.join(options.tmpDir, `upload-${randomBytes(8).toString("hex")}`)
         const received = yield* Effect.acquireUseRelease(
-          Effect.promise(() => fs.open(tmp, "w")),
+          local("upload file", () => fs.open(tmp, "w")),
           (handle) =>
             Effect.gen(function*() {
               const head: Array<Uint8Array> = []
@@ -81,11 +85,11 @@ export const uploadRoutes = (options: UploadRouteOptions): ReadonlyArray<Route<R
                   head.push(chunk.subarray(0, SNIFF_BYTES - headBytes))
                   headBytes += Math.min(chunk.byteLength, SNIFF_BYTES - headBytes)
                 }
-                return Effect.promise(() => handle.write(chunk)).pipe(Effect.asVoid)
+                return local("upload file", () => handle.write(chunk)).pipe(Effect.asVoid)
               })
               return { bytes, head: Buffer.concat(head) }
             }),
-          (handle) => Effect.promise(() => handle.close())
+          (handle) => Effect.promise(() => handle.close().catch(() => undefined))
         ).pipe(Effect.onError(() => Effect.promise(() => fs.rm(tmp, { force: true }))))
         if (detectContainer(received.head) === undefined) {
           yield* Effect.promise(() => fs.rm(tmp, { force: true }))

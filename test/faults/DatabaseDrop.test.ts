@@ -29,7 +29,8 @@ if (pg === undefined || pg === "") {
   url.hostname = "127.0.0.1"
   url.port = String(proxy.port)
   // A short lease and poll so that a job whose instance lost track of it is taken up again soon.
-  const service = await startTestService(t, { DATABASE_URL: url.toString(), JOB_LEASE_S: "6", JOB_POLL_MS: "250" })
+  // A short response bound so that a silenced connection is given up on well within the test's.
+  const service = await startTestService(t, { DATABASE_URL: url.toString(), JOB_LEASE_S: "6", JOB_POLL_MS: "250", DATABASE_RESPONSE_TIMEOUT_S: "2" })
   const user = await service.newUser(1_000_000)
 
   /** One call, timed; a hang ends at 30 s (the client's timeout) and fails the bound below. */
@@ -116,10 +117,10 @@ if (pg === undefined || pg === "") {
     t.ok(ready.seconds < 8, `/readyz answered in ${ready.seconds.toFixed(1)} s`)
   })
 
-  // KNOWN HANG (not fixed yet, see .scratch/readme-faults.md): @effect/sql-pg has no client-side
-  // query timeout, so a statement written on a pooled connection whose peer goes silent waits
-  // for TCP to give up (minutes). Run with FAULTS_STALL=1 to see it.
-  t.test("a partition that also silences open connections: 503 within a few seconds, not held", { skip: process.env.FAULTS_STALL === "1" ? false : "known hang: no client-side statement timeout (storage/Database.ts); FAULTS_STALL=1 runs it" }, async (t) => {
+  // @effect/sql-pg has no client-side query timeout: a statement written on a pooled connection
+  // whose peer goes silent would wait for TCP to give up (minutes). storage/Database.ts watches
+  // each plain-TCP connection (DATABASE_RESPONSE_TIMEOUT_S) and closes one that stays silent.
+  t.test("a partition that also silences open connections: 503 within a few seconds, not held", async (t) => {
     await proxy.restore()
     for (let i = 0; i < 50 && (await call("GET", "/user")).status !== 200; i++) await new Promise((r) => setTimeout(r, 200))
     await proxy.drop("stall")

@@ -10,13 +10,15 @@ import * as path from "node:path"
 import { isolatedDatabaseUrl } from "./database.ts"
 
 const root = path.resolve(import.meta.dirname, "../..")
+/** A loaded machine can take well over a minute to start the child (tsx compiles on the fly). */
+const waitLimitMs = Number(process.env.SERVICE_START_TIMEOUT_MS ?? "") || 180_000
 
 export interface ServiceProcess {
   readonly child: ChildProcess
   readonly siteUrl: string
   /** Everything the process wrote so far (stdout and stderr). */
   readonly output: () => string
-  /** Polls `ok` every 100 ms for up to 60 s; fails at once if the process has exited. */
+  /** Polls `ok` every 100 ms for up to SERVICE_START_TIMEOUT_MS (default 180 s); fails at once if the process has exited. */
   readonly waitFor: (what: string, ok: () => boolean) => Promise<void>
   /** A new user with credits, through the admin CLI against the running process. */
   readonly newKey: (credits: number) => Promise<string>
@@ -36,6 +38,11 @@ export const startServiceProcess = async (
 ): Promise<ServiceProcess> => {
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "service-process-"))
   if (options.dataDir === undefined) t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+  // Start-up is detected by the info-level "listening" line: a quieter level would wait forever.
+  const level = options.env?.LOG_LEVEL
+  if (level !== undefined && !["trace", "debug", "info"].includes(level)) {
+    throw new Error(`startServiceProcess needs LOG_LEVEL info or lower to see "listening", got ${level}`)
+  }
   const env: Record<string, string> = {
     ...process.env as Record<string, string>,
     PORT: "0",
@@ -57,11 +64,12 @@ export const startServiceProcess = async (
     if (child.exitCode === null) child.kill("SIGKILL")
   })
   const waitFor = async (what: string, ok: () => boolean) => {
-    for (let i = 0; i < 600 && !ok(); i++) {
+    const deadline = Date.now() + waitLimitMs
+    while (!ok() && Date.now() < deadline) {
       if (child.exitCode !== null) throw new Error(`the service exited (${child.exitCode}) while waiting for ${what}:\n${out.slice(-2000)}`)
       await new Promise((r) => setTimeout(r, 100))
     }
-    if (!ok()) throw new Error(`timed out waiting for ${what}`)
+    if (!ok()) throw new Error(`timed out waiting for ${what} (${waitLimitMs} ms, SERVICE_START_TIMEOUT_MS):\n${out.slice(-2000)}`)
   }
   await waitFor("listening", () => /"msg":"listening"/.test(out))
   const siteUrl = (JSON.parse(out.split("\n").find((l) => l.includes('"msg":"listening"'))!) as { siteUrl: string }).siteUrl
