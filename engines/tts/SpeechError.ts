@@ -27,7 +27,11 @@ export const fromEngine = (e: EngineError): SpeechError | EngineError => {
   if (e.reason === "TaskFailed" && e.failure?.reason !== undefined && engineReasons.has(e.failure.reason)) {
     return new SpeechError({ reason: e.failure.reason as SpeechErrorReason, message: e.failure.message })
   }
-  if (e.reason === "TaskFailed" || e.reason === "WorkerCrashed") {
+  if (e.reason === "WorkerCrashed") {
+    // The thread's own error text (a stack, paths) is for the log, never for the client.
+    return new SpeechError({ reason: "EngineFailed", message: "synthesis failed: the engine's worker thread stopped; try again" })
+  }
+  if (e.reason === "TaskFailed") {
     return new SpeechError({ reason: "EngineFailed", message: `synthesis failed: ${e.failure?.message ?? e.message}` })
   }
   return e
