@@ -4,9 +4,9 @@
  * `tts.synthesize`: one engine call for one segment of text, resampled in the worker to the rate
  * the caller streams at and converted to s16le, so the main thread only copies bytes. Run plainly
  * it returns the whole PCM (transferred, not cloned); run as a stream (`Inference.stream`) it
- * emits a `PcmBlock` per engine block as the engine makes it (espeak-ng: every 100 ms of audio;
- * Flite and Piper: the whole segment) and returns the summary, and it stops at the next block
- * once the caller has gone. Both forms run the same blocks through the same resampler, so the
+ * emits the engine's first block as soon as it is made (espeak-ng: 100 ms of audio; Flite and
+ * Piper: the whole segment), the rest in pieces of `PIECE_SECONDS`, and returns the summary; it
+ * stops at the engine's next block once the caller has gone. Both forms run the same blocks through the same resampler, so the
  * streamed bytes equal the whole ones. Engines load lazily, once per worker thread, and stay.
  */
 import { concatInt16, PcmBlocks } from "../audio/PcmBlocks.ts"
@@ -70,6 +70,38 @@ export const engineFor = (input: { readonly voice: EngineVoice; readonly piperDi
   }
 }
 
+/**
+ * Audio per streamed piece after the first, s. The first block goes out the moment the engine
+ * makes it (that is the time to first audio); later blocks, made far faster than real time, are
+ * joined into pieces of this much audio: a sentence is then about ten messages, frames and
+ * writes instead of forty-five, which is what sessions per core are made of.
+ */
+const PIECE_SECONDS = 0.5
+
+/** Hands on the first block at once, then blocks joined into pieces of at least `size` samples. */
+class Pieces {
+  private pending: Array<Int16Array> = []
+  private count = 0
+  private first = true
+  constructor(private readonly size: number, private readonly out: (pcm: Int16Array) => void) {}
+  push(pcm: Int16Array): void {
+    if (this.first) {
+      this.first = false
+      return this.out(pcm)
+    }
+    this.pending.push(pcm)
+    this.count += pcm.length
+    if (this.count >= this.size) this.flush()
+  }
+  flush(): void {
+    if (this.count === 0) return
+    const pcm = concatInt16(this.pending)
+    this.pending = []
+    this.count = 0
+    this.out(pcm)
+  }
+}
+
 export const ttsTasks = defineTasks({
   "tts.synthesize": async (input: SynthesizeInput, ctx: TaskContext) => {
     const started = performance.now()
@@ -78,11 +110,8 @@ export const ttsTasks = defineTasks({
     const engineSampleRate = engine.sampleRateFor(input.voice)
     const emit = ctx.emit
     const whole: Array<Int16Array> = []
-    const blocks = new PcmBlocks(
-      engineSampleRate,
-      input.sampleRate,
-      emit === undefined ? (pcm) => whole.push(pcm) : (pcm) => emit({ pcm } satisfies PcmBlock, [pcm.buffer as ArrayBuffer])
-    )
+    const pieces = emit === undefined ? undefined : new Pieces(Math.round(input.sampleRate * PIECE_SECONDS), (pcm) => emit({ pcm } satisfies PcmBlock, [pcm.buffer as ArrayBuffer]))
+    const blocks = new PcmBlocks(engineSampleRate, input.sampleRate, pieces === undefined ? (pcm) => whole.push(pcm) : (pcm) => pieces.push(pcm))
     let words: ReadonlyArray<WordTiming>
     try {
       if (engine.synthesizeBlocks !== undefined) {
@@ -101,7 +130,10 @@ export const ttsTasks = defineTasks({
       throw e
     }
     // Cancelled: the caller has gone and drops whatever comes back.
-    if (!ctx.cancelled()) blocks.end()
+    if (!ctx.cancelled()) {
+      blocks.end()
+      pieces?.flush()
+    }
     const summary: SynthesizeSummary = { sampleRate: input.sampleRate, samples: blocks.samples, engineSampleRate, words, engineMs: performance.now() - started }
     if (emit !== undefined) return summary
     const pcm = concatInt16(whole)

@@ -2,7 +2,8 @@
  * Block-wise synthesis (issue: first audio before the sentence is done), below the pool:
  * espeak-ng's blocks add up to its whole synthesis, a sink that says stop ends it at that block,
  * and the `tts.synthesize` task emits, at every output rate, exactly the PCM it returns when run
- * whole, and stops after the block during which its caller went away.
+ * whole (the first block alone, the rest joined into pieces), and stops after the block during
+ * which its caller went away.
  */
 import t from "tap"
 import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
@@ -58,7 +59,9 @@ for (const sampleRate of [22050, 24000, 16000, 8000, 44100]) {
     const whole = (await task(input, context())) as unknown as { value: SynthesizeOutput }
     const blocks: Array<Int16Array> = []
     const summary = (await task(input, context((piece) => blocks.push((piece as PcmBlock).pcm)))) as SynthesizeSummary
-    t.ok(blocks.length > 5, `${blocks.length} blocks`)
+    t.ok(blocks.length > 5, `${blocks.length} pieces`)
+    t.ok(blocks[0]!.length <= sampleRate * 0.11, `the first piece is the engine's first block (${blocks[0]!.length} samples), sent alone`)
+    t.ok(blocks.slice(1, -1).every((b) => b.length >= sampleRate * 0.5), "later blocks are joined into pieces of at least 0.5 s")
     t.same(concat(blocks, Int16Array), whole.value.pcm, "byte-identical")
     t.equal(summary.samples, whole.value.pcm.length)
     t.same(summary.words, whole.value.words)
