@@ -112,7 +112,12 @@ export async function memoryBench() {
       await stop(service.child)
     }
   }
-  if (atRest.has(1) && atRest.has(3)) console.log(`  each additional worker thread, with every engine loaded: ${((atRest.get(3)! - atRest.get(1)!) / 2).toFixed(0)} MB`)
+  if (atRest.has(1) && atRest.has(3)) {
+    console.log(
+      `  each additional worker thread at rest: ${((atRest.get(3)! - atRest.get(1)!) / 2).toFixed(0)} MB (each kind ran once, so each engine is loaded in one thread; ` +
+        `a thread that has run every kind holds the sum of the kinds' figures above as well)`
+    )
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await memoryBench()
