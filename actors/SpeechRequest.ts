@@ -11,12 +11,11 @@
 import { Effect, Fiber } from "effect"
 import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import { type OutputFormat, parseOutputFormat } from "../engines/audio/OutputFormat.ts"
-import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
+import { int16ToBytesLE, joinBlocks } from "../engines/audio/Pcm.ts"
 import { wavHeader } from "../engines/audio/Wav.ts"
 import { type Segment, segmentSentences } from "../engines/text/Segmenter.ts"
 import { type ExpressivePart, expressiveSegments, hasExpressiveTags, parseExpressive } from "../engines/tts/ExpressiveTags.ts"
 import type { SynthesizeOutput } from "../engines/tts/tasks.ts"
-import { concatInt16 } from "../engines/audio/PcmBlocks.ts"
 import type { Priority } from "../engines/Inference.ts"
 import { Credits, type Reservation } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
@@ -188,7 +187,7 @@ export const runSegments = <E, R>(
           deliveredChars = segment.charEnd
           if (handlers.segment !== undefined) {
             const { samples: _, ...rest } = summary
-            const pcm = concatInt16(pending)
+            const pcm = joinBlocks(pending)
             pending = []
             yield* handlers.segment({ segment, index, output: { ...rest, pcm }, offsetMs })
           }
@@ -239,15 +238,6 @@ export const synthesizeWhole = (speech: PreparedSpeech, ahead: number) =>
 export const streamingHeader = (format: OutputFormat): Uint8Array =>
   format.container === "wav" ? wavHeader({ sampleRate: format.sampleRate }) : new Uint8Array(0)
 
-export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.byteLength
-  }
-  return out
-}
 
 // ---------------------------------------------------------------------------------------------
 // Expressive path (SPEC 2.4 tags; parsing rules in engines/tts/ExpressiveTags.ts)

@@ -83,11 +83,11 @@ export const samplesForMs = (ms: number, sampleRate: number): number => Math.rou
 /** Digital silence lasting `ms` at `sampleRate` Hz. */
 export const silence = (ms: number, sampleRate: number): Float32Array => new Float32Array(samplesForMs(ms, sampleRate))
 
-/** Concatenates float chunks into one array. */
-export const concatFloat32 = (parts: ReadonlyArray<Float32Array>): Float32Array => {
+/** Joins typed arrays into one of the same kind (one copy). */
+const concat = <T extends Float32Array | Int16Array | Uint8Array>(parts: ReadonlyArray<T>, make: (length: number) => T): T => {
   let n = 0
   for (const p of parts) n += p.length
-  const out = new Float32Array(n)
+  const out = make(n)
   let o = 0
   for (const p of parts) {
     out.set(p, o)
@@ -96,15 +96,14 @@ export const concatFloat32 = (parts: ReadonlyArray<Float32Array>): Float32Array 
   return out
 }
 
+/** Concatenates float chunks into one array. */
+export const concatFloat32 = (parts: ReadonlyArray<Float32Array>): Float32Array => concat(parts, (n) => new Float32Array(n))
+
 /** Concatenates Int16 chunks into one array. */
-export const concatInt16 = (parts: ReadonlyArray<Int16Array>): Int16Array => {
-  let n = 0
-  for (const p of parts) n += p.length
-  const out = new Int16Array(n)
-  let o = 0
-  for (const p of parts) {
-    out.set(p, o)
-    o += p.length
-  }
-  return out
-}
+export const concatInt16 = (parts: ReadonlyArray<Int16Array>): Int16Array => concat(parts, (n) => new Int16Array(n))
+
+/** Concatenates byte chunks into one array. */
+export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => concat(parts, (n) => new Uint8Array(n))
+
+/** The blocks as one array: the block itself when there is one (no copy), else one copy. */
+export const joinBlocks = (blocks: ReadonlyArray<Int16Array>): Int16Array => (blocks.length === 1 ? blocks[0]! : concatInt16(blocks))

@@ -32,15 +32,3 @@ export class PcmBlocks {
     this.out(floatToInt16(samples))
   }
 }
-
-/** Joins s16 blocks into one array (one copy). */
-export const concatInt16 = (blocks: ReadonlyArray<Int16Array>): Int16Array => {
-  if (blocks.length === 1) return blocks[0]!
-  const out = new Int16Array(blocks.reduce((n, b) => n + b.length, 0))
-  let at = 0
-  for (const b of blocks) {
-    out.set(b, at)
-    at += b.length
-  }
-  return out
-}

@@ -5,8 +5,8 @@
  */
 import { Effect } from "effect"
 import { characterAlignment } from "../../actors/Alignment.ts"
+import { concatBytes } from "../../engines/audio/Pcm.ts"
 import {
-  concatBytes,
   encodeBody,
   prepareSpeech,
   runSegments,

@@ -6,6 +6,7 @@
  * which its caller went away.
  */
 import t from "tap"
+import { concatFloat32, concatInt16 } from "../../../engines/audio/Pcm.ts"
 import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
 import { ttsTasks, type PcmBlock, type SynthesizeOutput, type SynthesizeSummary } from "../../../engines/tts/tasks.ts"
 import type { TaskContext } from "../../../engines/tasks.ts"
@@ -15,16 +16,6 @@ const voice = findPreset("mari")!.engineVoice
 const TEXT = "Tere hommikust, kallis sõber, täna räägime natuke ilmast ja loodusest ning sellest, mis homme juhtub."
 const engine = await EspeakTts.load()
 
-const concat = (blocks: ReadonlyArray<ArrayLike<number>>, Type: Float32ArrayConstructor | Int16ArrayConstructor) => {
-  const out = new Type(blocks.reduce((n, b) => n + b.length, 0))
-  let at = 0
-  for (const b of blocks) {
-    out.set(b, at)
-    at += b.length
-  }
-  return out
-}
-
 t.test("espeak-ng: its blocks are its whole synthesis, sample for sample, with the same word timings", async (t) => {
   const whole = await engine.synthesize({ text: TEXT, voice, speed: 1 })
   const blocks: Array<Float32Array> = []
@@ -33,7 +24,7 @@ t.test("espeak-ng: its blocks are its whole synthesis, sample for sample, with t
     return true
   })
   t.ok(blocks.length > 10, `${blocks.length} blocks`)
-  t.same(concat(blocks, Float32Array), whole.samples)
+  t.same(concatFloat32(blocks), whole.samples)
   t.equal(streamed.sampleCount, whole.samples.length)
   t.same(streamed.words, whole.words)
   t.equal(streamed.stopped, false)
@@ -62,7 +53,7 @@ for (const sampleRate of [22050, 24000, 16000, 8000, 44100]) {
     t.ok(blocks.length > 5, `${blocks.length} pieces`)
     t.ok(blocks[0]!.length <= sampleRate * 0.11, `the first piece is the engine's first block (${blocks[0]!.length} samples), sent alone`)
     t.ok(blocks.slice(1, -1).every((b) => b.length >= sampleRate * 0.5), "later blocks are joined into pieces of at least 0.5 s")
-    t.same(concat(blocks, Int16Array), whole.value.pcm, "byte-identical")
+    t.same(concatInt16(blocks), whole.value.pcm, "byte-identical")
     t.equal(summary.samples, whole.value.pcm.length)
     t.same(summary.words, whole.value.words)
   })
