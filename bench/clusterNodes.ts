@@ -15,7 +15,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, ManagedRuntime, Redacted } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { adminStatement } from "../storage/Database.ts"
-import { freePort, root, startProcess } from "./support.ts"
+import { freePort, root, serviceArgs, startProcess } from "./support.ts"
 
 export const nginxBinary = (): string | undefined =>
   ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"].find((p) => existsSync(p))
@@ -53,7 +53,9 @@ export const freshDatabase = async (url: string) => {
 
 /** Starts one instance; its stdout (JSON log lines) is kept for the job-claim counts. */
 export const startInstance = async (index: number, port: number, env: Record<string, string>): Promise<Instance> => {
-  const child = await startProcess(process.execPath, ["--import", "tsx", "runtime/main.ts"], { ...env, PORT: String(port), HOST: "127.0.0.1" }, /"msg":"listening"/)
+  // The production build, as deployed (built once when stale): three tsx instances took 47 s to
+  // start on a loaded 2-core machine, each compiling every module in every thread.
+  const child = await startProcess(process.execPath, serviceArgs(), { ...env, PORT: String(port), HOST: "127.0.0.1" }, /"msg":"listening"/)
   let text = ""
   child.stdout!.setEncoding("utf8").on("data", (d: string) => (text += d))
   return { index, port, child, log: () => text }
