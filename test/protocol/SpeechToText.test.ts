@@ -455,12 +455,20 @@ t.test("413 past 100 MB, sent while the upload streams in (chunked, no Content-L
   const growthMb = (rssPeak - rssBefore) / (1024 * 1024)
   const mb = (n: number) => `${(n / (1024 * 1024)).toFixed(1)} MB`
   t.comment(`413 arrived after ${mb(outcome.writtenAtResponse)} written (of ${mb(TOTAL)}); peak RSS growth of this process (server + client) ${growthMb.toFixed(1)} MB`)
-  t.match(outcome.response, /^HTTP\/1\.1 413 /, "413 Payload Too Large")
-  const body = outcome.response.slice(outcome.response.indexOf("\r\n\r\n") + 4)
-  t.match(JSON.parse(body), { detail: { status: "payload_too_large" } })
-  t.match(outcome.response, /\r\nconnection: close\r\n/i, "the server closes the connection (the rest is never read)")
-  t.ok(outcome.writtenAtResponse > LIMIT, "the limit was really passed")
-  t.ok(outcome.writtenAtResponse >= 0 && outcome.writtenAtResponse < TOTAL, "the answer came before the client had sent everything")
+  if (outcome.response === "") {
+    // The documented race (README, HTTP framing): uWS answers 413 and closes at once; a client
+    // still writing can get the reset before it reads the answer, more often on a loaded machine.
+    // What must hold then: the server cut the upload off past the limit, before its end.
+    t.comment("the reset overtook the 413 (documented race for chunked uploads without Content-Length)")
+    t.ok(outcome.written > LIMIT && outcome.written < TOTAL, `the connection was closed past the limit and before the end (${mb(outcome.written)} written)`)
+  } else {
+    t.match(outcome.response, /^HTTP\/1\.1 413 /, "413 Payload Too Large")
+    const body = outcome.response.slice(outcome.response.indexOf("\r\n\r\n") + 4)
+    t.match(JSON.parse(body), { detail: { status: "payload_too_large" } })
+    t.match(outcome.response, /\r\nconnection: close\r\n/i, "the server closes the connection (the rest is never read)")
+    t.ok(outcome.writtenAtResponse > LIMIT, "the limit was really passed")
+    t.ok(outcome.writtenAtResponse >= 0 && outcome.writtenAtResponse < TOTAL, "the answer came before the client had sent everything")
+  }
   t.ok(growthMb < 64, `memory did not grow with the upload (${growthMb.toFixed(1)} MB < 64 MB)`)
   const after = await transcribe(t, {}, { bytes: clipA })
   t.ok(after.text.length > 0, "the service goes on transcribing")
