@@ -29,7 +29,7 @@
  * (SPEC 7), after an error; Violation for client faults (malformed frame, too much pending text,
  * too many contexts, out of credits), after an error. protocol/ws/CloseCodes.ts gives their codes.
  */
-import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Metric, Option, Queue } from "effect"
 import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import type { OutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
@@ -41,14 +41,12 @@ import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { SpeechError } from "../engines/tts/SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
 import { forEachBlock } from "./SentenceStream.ts"
+import { debitThenSend } from "./ChunkCharge.ts"
 import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
 import type { ContextId, Inbox, SessionEnd, SessionInput, SessionOutput, SessionRequest, SessionSocket } from "./TtsSessionMessages.ts"
 
 export type SessionMode = "single" | "multi"
-
-/** A chunk's debit failed (out of credits, database down): reported before any of its audio. */
-class Unpaid extends Data.TaggedError("Unpaid")<{ readonly failure: unknown }> {}
 
 /** Hz of every audio frame of stream-input, and of multi-stream-input without output_format (SPEC 4.2: raw s16le, 24000 Hz, mono). */
 export const WS_SAMPLE_RATE = 24000
@@ -185,15 +183,13 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
           continue
         }
         ctx.queuedChars -= countCharacters(work.chunk.raw)
-        synthesizing++
         const blocks = yield* Queue.unbounded<Int16Array, Cause.Done>()
         const request = { voice, text: work.chunk.text, speed: work.speed, sampleRate: format.sampleRate, priority: "realtime" as const }
-        const synthesis = yield* Effect.forkChild(synthesizer.synthesizeStream(request, (pcm) => Queue.offerUnsafe(blocks, pcm)).pipe(
+        // Counted in the fiber: a cancel can interrupt it before it starts, and nothing would count it down.
+        let counted = false
+        const synthesis = yield* Effect.forkChild(Effect.suspend(() => ((counted = true), synthesizing++, synthesizer.synthesizeStream(request, (pcm) => Queue.offerUnsafe(blocks, pcm)))).pipe(
           Effect.tap(() => Metric.update(chunksSynthesized, 1)),
-          Effect.ensuring(Effect.andThen(Queue.end(blocks), Effect.sync(() => {
-            synthesizing--
-            lastActivity = now()
-          })))
+          Effect.ensuring(Effect.andThen(Queue.end(blocks), Effect.sync(() => ((synthesizing -= counted ? 1 : 0), (lastActivity = now())))))
         ))
         yield* Queue.offer(results, { _tag: "Audio", chunk: work.chunk, blocks, synthesis })
         const exit = yield* Fiber.await(synthesis)
@@ -218,29 +214,29 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         switch (result._tag) {
           case "Audio": {
             // Blocks go out as they come but one: the last carries the alignment, known at the end.
+            // The chunk is debited with its first frame (actors/ChunkCharge.ts), not on its first block.
             let held: Int16Array | undefined
-            const unpaid = yield* forEachBlock(result.blocks, (pcm) =>
+            let paid = false
+            const [cost, origin] = [ttsCredits(result.chunk.text), { purpose: CreditPurpose.ttsWebSocket }]
+            const sendPaid = (frame: SessionOutput) => Effect.suspend(() =>
+              paid ? send(frame) : ((paid = true), debitThenSend(credits.debit(userId, cost, origin), Effect.suspend(() => credits.refund(userId, cost, origin)), send(frame))))
+            const unpaid = (failure: unknown) => fail(ctx, failure, (failure as { reason?: unknown }).reason === "InsufficientCredits" ? "Violation" : "Failure")
+            const notPaid = yield* forEachBlock(result.blocks, (pcm) =>
               Effect.gen(function*() {
-                if (held === undefined) yield* credits.debit(userId, ttsCredits(result.chunk.text), { purpose: CreditPurpose.ttsWebSocket }).pipe(Effect.mapError((failure) => new Unpaid({ failure })))
-                else yield* send({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
+                if (held !== undefined) yield* sendPaid({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
                 held = pcm
               })).pipe(Effect.as(undefined), Effect.catchTag("Unpaid", (e) => Effect.succeed(e.failure)))
-            if (unpaid !== undefined) return yield* fail(ctx, unpaid, (unpaid as { reason?: unknown }).reason === "InsufficientCredits" ? "Violation" : "Failure")
+            if (notPaid !== undefined) return yield* unpaid(notPaid)
             const exit = yield* Fiber.await(result.synthesis)
             if (exit._tag === "Failure") {
               if (Cause.hasInterruptsOnly(exit.cause)) return yield* Effect.interrupt
               return yield* fail(ctx, Cause.squash(exit.cause), "Failure")
             }
             const { samples, sampleRate, words } = exit.value
-            yield* send({
-              _tag: "Audio",
-              contextId: ctx.id,
-              audio: encode(held ?? new Int16Array(0)),
-              text: result.chunk.raw,
-              lead: result.chunk.lead,
-              words,
-              durationMs: (samples * 1000) / sampleRate
-            })
+            const frame: SessionOutput = { _tag: "Audio", contextId: ctx.id, audio: encode(held ?? new Int16Array(0)), text: result.chunk.raw, lead: result.chunk.lead, words, durationMs: (samples * 1000) / sampleRate }
+            // A chunk with no audio at all is not charged.
+            const lastNotPaid = yield* (held === undefined ? send(frame) : sendPaid(frame)).pipe(Effect.as(undefined), Effect.catchTag("Unpaid", (e) => Effect.succeed(e.failure)))
+            if (lastNotPaid !== undefined) return yield* unpaid(lastNotPaid)
             yield* Metric.update(audioFramesSent, 1)
             break
           }

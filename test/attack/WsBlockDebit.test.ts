@@ -1,0 +1,234 @@
+/**
+ * Attack on block streaming over the WebSocket (actors/TtsSession.ts `deliver`): a chunk is
+ * debited "as its audio is sent", but its first block is held back until the next block arrives
+ * (the last frame must carry the alignment). The debit used to be taken when the first block
+ * ARRIVED, so a cancel (or a client gone, or a failed synthesis) between that block and the next
+ * charged the whole chunk while not one frame of it had been sent.
+ *
+ * Measured against a real server (espeak, 231-character chunk, cancel sent 0-120 ms after the
+ * flush in 3 ms steps): 1 of 41 cancels charged 235 credits with no audio frame before the ack.
+ * The window is the time the engine takes to make the second piece (0.5 s of audio), longer on a
+ * loaded pool; here it is held open with a synthesis that makes one block and then waits.
+ *
+ * Moving the debit to the first frame was not enough: the same sweep still charged 7 of 121
+ * cancels with no frame, the cancel landing during (or right after) the debit's database round
+ * trip. The last test holds that round trip open; actors/ChunkCharge.ts is the fix.
+ */
+import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import t from "tap"
+import { SpeechError } from "../../engines/tts/SpeechError.ts"
+import { type ResolvedVoice, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
+import { runTtsSession } from "../../actors/TtsSession.ts"
+import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
+import type { SynthesizeSummary } from "../../engines/tts/tasks.ts"
+import { Credits } from "../../storage/Credits.ts"
+
+const RATE = 24000
+const voice: ResolvedVoice = {
+  voiceId: "mari",
+  kind: "preset",
+  language: "et",
+  engineVoice: { engine: "espeak", language: "et", variant: "et+f3", pitch: 1, rate: 1 }
+}
+
+const request = (fields: Partial<Omit<SessionRequest, "_tag">>): SessionRequest => ({
+  _tag: "Request",
+  text: undefined,
+  tryTrigger: false,
+  flush: false,
+  speed: undefined,
+  contextId: undefined,
+  closeContext: false,
+  closeSocket: false,
+  cancel: false,
+  ...fields
+})
+
+const settle = Effect.gen(function*() {
+  for (let i = 0; i < 30; i++) yield* Effect.yieldNow
+})
+
+/** A streamed synthesis: `blocks` blocks of 240 samples handed over, then `after` decides the end. */
+type Streamer = (r: SynthesisRequest, onBlock: (pcm: Int16Array) => void) => Effect.Effect<SynthesizeSummary, SpeechError>
+
+const summary = (samples: number): SynthesizeSummary => ({ sampleRate: RATE, samples, engineSampleRate: RATE, words: [], engineMs: 0 })
+
+const withSession = <A>(
+  streamer: Streamer,
+  debit: (amount: number) => Effect.Effect<number, unknown>,
+  body: (h: { outputs: Array<SessionOutput>; ended: Deferred.Deferred<SessionEnd>; inbox: Inbox; send: (f: Partial<Omit<SessionRequest, "_tag">>) => Effect.Effect<void> }) => Effect.Effect<A>,
+  idleTimeoutMs = 20_000
+): Promise<A> => {
+  const synthesizer = Layer.succeed(Synthesizer, Synthesizer.of({
+    voices: [],
+    findVoice: () => undefined,
+    resolveVoice: () => Effect.succeed(voice),
+    synthesize: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
+    synthesizeStream: streamer,
+    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
+    preview: () => Effect.die("no previews in this test"),
+    dropPreview: () => Effect.void
+  }))
+  // A refund is recorded as a negative debit, so the sum of `debits` is what the account paid.
+  const credits = Layer.succeed(Credits, {
+    debit: (_u: string, amount: number) => debit(amount),
+    refund: (_u: string, amount: number) => debit(-amount)
+  } as unknown as Credits["Service"])
+  return Effect.runPromise(Effect.gen(function*() {
+    const inbox = Inbox.make()
+    const outputs: Array<SessionOutput> = []
+    const ended = yield* Deferred.make<SessionEnd>()
+    const socket: SessionSocket = {
+      send: (output) => Effect.sync(() => void outputs.push(output)),
+      sendNow: (output) => void outputs.push(output),
+      end: (end) => void Deferred.doneUnsafe(ended, Exit.succeed(end))
+    }
+    const session = yield* Effect.forkChild(runTtsSession({
+      mode: "single",
+      voice,
+      userId: "u1",
+      format: { container: "pcm", sampleRate: RATE },
+      idleTimeoutMs,
+      socket,
+      inbox,
+      describe: (failure) => ({ code: String((failure as { reason?: unknown }).reason ?? "failed"), message: "x" })
+    }))
+    yield* settle
+    const send = (fields: Partial<Omit<SessionRequest, "_tag">>) => Effect.andThen(Effect.sync(() => inbox.offer(request(fields), 0)), settle)
+    const result = yield* body({ outputs, ended, inbox, send })
+    yield* Fiber.interrupt(session)
+    return result
+  }).pipe(Effect.provide(Layer.mergeAll(synthesizer, credits, TestClock.layer()))))
+}
+
+const tags = (outputs: ReadonlyArray<SessionOutput>) => outputs.map((o) => o._tag)
+const block = () => new Int16Array(240).fill(7)
+
+/** First block now, then nothing until interrupted (or `gate`), then a second block and the end. */
+const oneBlockThenWait = (gate?: Deferred.Deferred<void>): Streamer => (_r, onBlock) =>
+  Effect.gen(function*() {
+    onBlock(block())
+    if (gate === undefined) return yield* Effect.never
+    yield* Deferred.await(gate)
+    onBlock(block())
+    return summary(480)
+  })
+
+t.test("cancel after the chunk's first block was made but before any frame of it was sent: nothing is debited", async (t) => {
+  const debits: Array<number> = []
+  const outputs = await withSession(oneBlockThenWait(), (n) => Effect.sync(() => debits.push(n)), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: " " })
+      yield* h.send({ text: "See lause ei jõua kunagi kuulajani.", flush: true })
+      const audioBeforeCancel = h.outputs.filter((o) => o._tag === "Audio" || o._tag === "AudioBlock").length
+      t.equal(audioBeforeCancel, 0, "no frame of the chunk has been sent (its first block is held)")
+      yield* h.send({ cancel: true })
+      return h.outputs
+    }))
+  t.same(tags(outputs), ["Cancelled"], "only the cancel's ack")
+  t.same(debits, [], "cancelled speech of which no frame was sent costs nothing (README: debited as its audio is sent)")
+})
+
+t.test("a chunk of several blocks: one debit, before its first frame; the last frame carries the audio's end", async (t) => {
+  const gate = Effect.runSync(Deferred.make<void>())
+  const events: Array<string> = []
+  const outputs = await withSession(oneBlockThenWait(gate), (n) => Effect.sync(() => events.push(`debit ${n}`)), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: " " })
+      yield* h.send({ text: "Tere hommikust.", flush: true })
+      events.push(`frames ${h.outputs.length}`)
+      yield* Deferred.succeed(gate, undefined)
+      yield* settle
+      events.push(`frames ${h.outputs.length}`)
+      return h.outputs
+    }))
+  t.same(tags(outputs), ["AudioBlock", "Audio", "FlushDone"])
+  t.same(events, ["frames 0", "debit 15", "frames 3"], "debited once, when the first frame was about to go")
+})
+
+t.test("a one-block chunk is debited before its only frame; an account that cannot pay gets quota_exceeded and no audio", async (t) => {
+  const oneBlock: Streamer = (_r, onBlock) => Effect.sync(() => (onBlock(block()), summary(240)))
+  const debits: Array<number> = []
+  const ok = await withSession(oneBlock, (n) => Effect.sync(() => debits.push(n)), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: "Tere.", flush: true })
+      return h.outputs
+    }))
+  t.same(tags(ok), ["Audio", "FlushDone"])
+  t.same(debits, [5])
+  const poor = await withSession(oneBlock, () => Effect.fail({ reason: "InsufficientCredits" }), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: "Tere.", flush: true })
+      return { outputs: h.outputs, end: yield* Deferred.await(h.ended) }
+    }))
+  t.same(tags(poor.outputs), ["Error"], "the error, no audio of the chunk it cannot pay")
+  t.equal(poor.end.kind, "Violation")
+})
+
+t.test("a synthesis that fails after its first block: the chunk is not debited (none of it was sent)", async (t) => {
+  const failing: Streamer = (_r, onBlock) =>
+    Effect.andThen(Effect.sync(() => onBlock(block())), Effect.fail(new SpeechError({ reason: "EngineFailed", message: "boom" })))
+  const debits: Array<number> = []
+  const result = await withSession(failing, (n) => Effect.sync(() => debits.push(n)), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: "Tere hommikust.", flush: true })
+      return { outputs: h.outputs, end: yield* Deferred.await(h.ended) }
+    }))
+  t.same(tags(result.outputs), ["Error"])
+  t.equal(result.end.kind, "Failure")
+  t.same(debits, [], "undelivered audio costs nothing")
+})
+
+t.test("cancel while the chunk's debit is in the database: the frame is not sent and the debit is given back", async (t) => {
+  const inDatabase = Effect.runSync(Deferred.make<void>())
+  const answered = Effect.runSync(Deferred.make<void>())
+  const debits: Array<number> = []
+  const debit = (n: number) =>
+    n < 0 ? Effect.sync(() => debits.push(n)) : Effect.gen(function*() {
+      yield* Deferred.succeed(inDatabase, undefined)
+      yield* Deferred.await(answered) // the statement commits whatever happens to the caller
+      return debits.push(n)
+    }).pipe(Effect.uninterruptible)
+  const twoBlocks: Streamer = (_r, onBlock) => Effect.sync(() => (onBlock(block()), onBlock(block()), summary(480)))
+  const outputs = await withSession(twoBlocks, debit, (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: " " })
+      yield* h.send({ text: "Tere hommikust.", flush: true })
+      yield* Deferred.await(inDatabase)
+      const cancelled = yield* Effect.forkChild(h.send({ cancel: true }))
+      yield* settle
+      yield* Deferred.succeed(answered, undefined)
+      yield* Fiber.join(cancelled)
+      yield* settle
+      return h.outputs
+    }))
+  t.same(tags(outputs), ["Cancelled"], "no frame of the cancelled chunk")
+  t.equal(debits.reduce((a, b) => a + b, 0), 0, "what was debited for it is given back")
+})
+
+// Found on a real server: after a sweep of 121 cancels sent 0-120 ms after a flush, a session with
+// inactivity_timeout=3 was still open 15 s (and, with the default 60 s, 4 minutes) after its last
+// frame. The producer counted the synthesis as running (`synthesizing++`) before a yield and a
+// fork; a cancel landing in between interrupted it before the fiber that counts it down had
+// started, so the session looked busy for ever and its idle timeout never fired.
+t.test("cancel right after a flush, at every scheduling point: the idle timeout still closes the session", async (t) => {
+  const stuck: Array<number> = []
+  for (let yields = 0; yields < 12; yields++) {
+    const streamer: Streamer = (_r, onBlock) => Effect.andThen(Effect.sync(() => onBlock(block())), Effect.never)
+    const ended = await withSession(streamer, () => Effect.succeed(0), (h) =>
+      Effect.gen(function*() {
+        h.inbox.offer(request({ text: "Tere hommikust, kallis kuulaja.", flush: true }), 0)
+        for (let i = 0; i < yields; i++) yield* Effect.yieldNow
+        h.inbox.offer(request({ cancel: true }), 0)
+        yield* settle
+        for (let i = 0; i < 10; i++) {
+          yield* TestClock.adjust("1 second")
+          yield* settle
+        }
+        return yield* Deferred.isDone(h.ended)
+      }), 3_000)
+    if (!ended) stuck.push(yields)
+  }
+  t.same(stuck, [], "no session stays open for ever (listed: yields between flush and cancel)")
+})
