@@ -4,8 +4,8 @@
  * `tts.synthesize`: one engine call for one segment of text, resampled in the worker to the rate
  * the caller streams at and converted to s16le, so the main thread only copies bytes. Run plainly
  * it returns the whole PCM (transferred, not cloned); run as a stream (`Inference.stream`) it
- * emits the engine's first block as soon as it is made (espeak-ng: 100 ms of audio; Flite and
- * Piper: the whole segment), the rest in pieces of `PIECE_SECONDS`, and returns the summary; it
+ * emits the engine's first two blocks as soon as they are made (espeak-ng: 100 ms of audio each;
+ * Flite and Piper: the whole segment), the rest in pieces of `PIECE_SECONDS`, and returns the summary; it
  * stops at the engine's next block once the caller has gone. Both forms run the same blocks through the same resampler, so the
  * streamed bytes equal the whole ones. Engines load lazily, once per worker thread, and stay.
  */
@@ -79,15 +79,19 @@ export const engineFor = (input: { readonly voice: EngineVoice; readonly piperDi
  */
 const PIECE_SECONDS = 0.5
 
-/** Hands on the first block at once, then blocks joined into pieces of at least `size` samples. */
+/**
+ * Hands on the first two blocks at once, then blocks joined into pieces of at least `size`
+ * samples. Two, not one: the WebSocket holds a chunk's newest block back (its last frame carries
+ * the alignment), so its first frame leaves when the second block arrives.
+ */
 class Pieces {
   private pending: Array<Int16Array> = []
   private count = 0
-  private first = true
+  private alone = 2
   constructor(private readonly size: number, private readonly out: (pcm: Int16Array) => void) {}
   push(pcm: Int16Array): void {
-    if (this.first) {
-      this.first = false
+    if (this.alone > 0) {
+      this.alone--
       return this.out(pcm)
     }
     this.pending.push(pcm)
