@@ -7,8 +7,9 @@
 import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import t from "tap"
+import { request, sessionVoice as voice, settle } from "../support/ttsSession.ts"
 import { SpeechError } from "../../engines/tts/SpeechError.ts"
-import { asOneBlock, type ResolvedVoice, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
+import { asOneBlock, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
 import { runTtsSession, type SessionMode } from "../../actors/TtsSession.ts"
 import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
 import { int16ToBytesLE } from "../../engines/audio/Pcm.ts"
@@ -16,13 +17,6 @@ import type { SynthesizeOutput } from "../../engines/tts/tasks.ts"
 import { Credits } from "../../storage/Credits.ts"
 
 const RATE = 24000
-const voice: ResolvedVoice = {
-  voiceId: "mari",
-  kind: "preset",
-  language: "et",
-  engineVoice: { engine: "espeak", language: "et", variant: "et+f3", pitch: 1, rate: 1 }
-}
-
 /** Ten samples per character of the text, each the character's code: recognisable audio. */
 const fakePcm = (text: string): Int16Array => Int16Array.from({ length: text.length * 10 }, (_, i) => text.charCodeAt(Math.floor(i / 10)))
 const fakeOutput = (request: SynthesisRequest): SynthesizeOutput => ({
@@ -33,19 +27,6 @@ const fakeOutput = (request: SynthesisRequest): SynthesizeOutput => ({
   engineMs: 0
 })
 
-const request = (fields: Partial<Omit<SessionRequest, "_tag">>): SessionRequest => ({
-  _tag: "Request",
-  text: undefined,
-  tryTrigger: false,
-  flush: false,
-  speed: undefined,
-  contextId: undefined,
-  closeContext: false,
-  closeSocket: false,
-  cancel: false,
-  ...fields
-})
-
 interface Harness {
   readonly inbox: Inbox
   readonly outputs: Array<SessionOutput>
@@ -53,11 +34,6 @@ interface Harness {
   readonly ended: Deferred.Deferred<SessionEnd>
   readonly send: (fields: Partial<Omit<SessionRequest, "_tag">>) => Effect.Effect<void>
 }
-
-/** Lets forked fibers run until they wait again (the inbox, a gate, the clock). */
-const settle = Effect.gen(function*() {
-  for (let i = 0; i < 20; i++) yield* Effect.yieldNow
-})
 
 /**
  * Runs `body` against a session whose synthesizer is `synthesize`; the session fiber is

@@ -17,38 +17,15 @@
 import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import t from "tap"
+import { request, sessionVoice as voice, settle } from "../support/ttsSession.ts"
 import { SpeechError } from "../../engines/tts/SpeechError.ts"
-import { type ResolvedVoice, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
+import { type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
 import { runTtsSession } from "../../actors/TtsSession.ts"
 import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
 import type { SynthesizeSummary } from "../../engines/tts/tasks.ts"
 import { Credits } from "../../storage/Credits.ts"
 
 const RATE = 24000
-const voice: ResolvedVoice = {
-  voiceId: "mari",
-  kind: "preset",
-  language: "et",
-  engineVoice: { engine: "espeak", language: "et", variant: "et+f3", pitch: 1, rate: 1 }
-}
-
-const request = (fields: Partial<Omit<SessionRequest, "_tag">>): SessionRequest => ({
-  _tag: "Request",
-  text: undefined,
-  tryTrigger: false,
-  flush: false,
-  speed: undefined,
-  contextId: undefined,
-  closeContext: false,
-  closeSocket: false,
-  cancel: false,
-  ...fields
-})
-
-const settle = Effect.gen(function*() {
-  for (let i = 0; i < 30; i++) yield* Effect.yieldNow
-})
-
 /** A streamed synthesis: `blocks` blocks of 240 samples handed over, then `after` decides the end. */
 type Streamer = (r: SynthesisRequest, onBlock: (pcm: Int16Array) => void) => Effect.Effect<SynthesizeSummary, SpeechError>
 
