@@ -84,18 +84,12 @@ export const runCluster = async (o: ClusterOptions): Promise<ClusterResult> => {
 
     // A key deleted through one instance is refused by every instance (each had it cached).
     const warm = await Promise.all(instances.map((_, i) => status(`${direct(i)}/api/v1/user`, doomed!.api_key!)))
-    const deletedAt = await deleteKeyOnSite(direct(0), doomed!.email!, doomed!.password!)
+    const deleteMs = await deleteKeyOnSite(direct(0), doomed!.email!, doomed!.password!)
+    // The delete answers once every live instance has dropped the key (storage/ApiKeys.ts), so
+    // the very next request to each is refused.
     const after = await Promise.all(instances.map((_, i) => status(`${direct(i)}/api/v1/user`, doomed!.api_key!)))
-    const tookMs = Date.now() - deletedAt
-    let refusedAllMs = after.every((s) => s === 401) ? tookMs : -1
-    while (refusedAllMs < 0 && Date.now() - deletedAt < 5000) {
-      await sleep(10)
-      const again = await Promise.all(instances.map((_, i) => status(`${direct(i)}/api/v1/user`, doomed!.api_key!)))
-      if (again.every((s) => s === 401)) refusedAllMs = Date.now() - deletedAt
-    }
-    // Other instances learn of the delete by NOTIFY (storage/ApiKeys.ts): not in the same instant.
-    log(`${after.every((s) => s === 401) ? "ok  " : "note"} deleted key at once: right after deleting on instance 0: ${after.join("/")} (${tookMs} ms after the delete answered)`)
-    check("deleted key refused by all within 1 s", warm.every((s) => s === 200) && refusedAllMs >= 0 && refusedAllMs <= 1000, `before ${warm.join("/")}; right after the delete on instance 0 ${after.join("/")}; all 401 ${refusedAllMs} ms after the delete answered`)
+    check("deleted key refused by all at once", warm.every((s) => s === 200) && after.every((s) => s === 401), `before ${warm.join("/")}; right after the delete on instance 0 answered: ${after.join("/")}`)
+    log(`     the delete on the site took ${deleteMs} ms (it waits for every instance to drop the key)`)
 
     // The translation rate limit is one bucket for the cluster: chunks round-robin over the instances.
     const rateStart = Date.now()
@@ -228,7 +222,7 @@ const translateStatus = async (site: string, apiKey: string) => {
   return res.status
 }
 
-/** Signs in on the site of one instance and deletes the account's only key there; answers when. */
+/** Signs in on the site of one instance and deletes the account's only key there; how long the delete took, ms. */
 const deleteKeyOnSite = async (site: string, email: string, password: string): Promise<number> => {
   const jar = new Map<string, string>()
   const go = async (p: string, init: RequestInit = {}) => {
@@ -248,9 +242,10 @@ const deleteKeyOnSite = async (site: string, email: string, password: string): P
   const developer = await go("/developer")
   const keyId = /action="\/developer\/keys\/([^"/]+)\/delete"/u.exec(developer.text)?.[1]
   if (keyId === undefined) throw new Error("no key on the developer page")
+  const started = Date.now()
   const deleted = await go(`/developer/keys/${keyId}/delete`, form({ csrf: csrfIn(developer.text) }))
   if (deleted.status !== 303) throw new Error(`delete answered ${deleted.status}`)
-  return Date.now()
+  return Date.now() - started
 }
 
 /** initialize, initialized, then tools/list ×5 with the session id, through nginx; the statuses. */

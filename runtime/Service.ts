@@ -124,7 +124,9 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   // dead instances before the server is built, and keeps this one's heartbeat (PostgreSQL).
   const instanceId = newInstanceId()
   const accounts = Layer.mergeAll(
-    usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
+    usersLayer({ initialCredits: config.initialCredits }).pipe(
+      Layer.provideMerge(apiKeysLayer({ instanceId, liveWithinMs: config.instanceStaleS * 1000 }))
+    ),
     creditsLayer({ instanceId }),
     webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 }),
     oauthStoreLayer({ accessTtlS: config.oauthAccessTtlS })

@@ -320,7 +320,10 @@ const layers = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
   // CreditsLive: a command takes no reservations, so its instance id is never used.
   return Layer.mergeAll(
-    usersLayer({ initialCredits: config.initialCredits }).pipe(Layer.provideMerge(apiKeysLayer())),
+    // A deleted key waits for every server of the deployment to drop it (storage/ApiKeys.ts).
+    usersLayer({ initialCredits: config.initialCredits }).pipe(
+      Layer.provideMerge(apiKeysLayer({ liveWithinMs: config.instanceStaleS * 1000 }))
+    ),
     CreditsLive,
     webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 }),
     oauthStoreLayer({ accessTtlS: config.oauthAccessTtlS })

@@ -6,8 +6,13 @@
  * bounds on both memory and staleness:
  * - a key deleted through this process stops working at once (the cache entry is dropped);
  * - with PostgreSQL, a trigger on `api_keys` NOTIFYs every change and each process LISTENs, so a
- *   key deleted by another process (the admin CLI, or psql) stops working within milliseconds;
- *   while the LISTEN connection is down, entries live only `shortTtlMs`;
+ *   key deleted by another process (psql) stops working within milliseconds; while the LISTEN
+ *   connection is down, entries live only `shortTtlMs`;
+ * - `deleteKey` on PostgreSQL returns once every live instance (heartbeat within `liveWithinMs`)
+ *   has said it dropped the key (a NOTIFY with a token, answered on `speech_api_keys_ack`), so
+ *   a key deleted through any instance or the admin CLI is refused by all once that answers.
+ *   An instance silent for `shortTtlMs` is dead or has its LISTEN down, and then its entries
+ *   live at most that long: the delete answers then and logs which instances were silent;
  * - embedded PGlite has one backend shared by all connections, and notifications do not reach
  *   other connections, let alone other processes: there a positive entry lives `shortTtlMs`
  *   (2 s), so a key deleted by the admin CLI keeps working for at most 2 s in a running server;
@@ -26,11 +31,13 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Context, Duration, Effect, Latch, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
+import { randomBytes } from "node:crypto"
 import type { SqlError } from "effect/sql/SqlError"
 import { AccountsError, userNotFound } from "./AccountsError.ts"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
 import { BoundedCache } from "./BoundedCache.ts"
 import { Database } from "./Database.ts"
+import { newInstanceId } from "./InstanceRegistry.ts"
 
 export interface Principal {
   readonly userId: string
@@ -108,13 +115,21 @@ export interface ApiKeysOptions {
   readonly maxCachedUnknownKeys?: number
   /** How often `last_used_at` of keys in use is written, ms. Default 60000. */
   readonly lastUsedFlushMs?: number
+  /** This process's instance id (`service_instances.id`), named in its acknowledgements. */
+  readonly instanceId?: string
+  /** A delete waits for instances whose heartbeat is this recent (INSTANCE_STALE_S), ms. Default 60000. */
+  readonly liveWithinMs?: number
 }
 
 /** A key used within this window is kept warm in the cache, ms. */
 const IN_USE_WINDOW_MS = 60_000
 
-/** Channel the `api_keys` trigger of migration 0001 notifies, payload = hex of key_hash. */
+/**
+ * Channel the `api_keys` trigger of migration 0001 notifies, payload = hex of key_hash; a
+ * deleter adds " <token>" to ask every listener to answer on `ackChannel` with "<token> <instance id>".
+ */
 const keyChannel = "speech_api_keys"
+const ackChannel = "speech_api_keys_ack"
 
 const invalidKey = () => new AccountsError({ reason: "InvalidKey", message: "invalid API key" })
 
@@ -125,6 +140,8 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
     const shortTtlMs = options.shortTtlMs ?? 2_000
     const listenTtlMs = options.listenTtlMs ?? 300_000
+    const instanceId = options.instanceId ?? newInstanceId()
+    const liveWithinMs = options.liveWithinMs ?? 60_000
 
     const known = new BoundedCache<string, Principal>(options.maxCachedKeys ?? 10_000)
     const unknown = new BoundedCache<string, true>(options.maxCachedUnknownKeys ?? 1_000)
@@ -162,15 +179,27 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       }
     }
 
-    if (Option.isSome(pg) && Option.isSome(database) && database.value.crossProcessNotify) {
-      const client = pg.value
+    /** The PostgreSQL client when notifications reach other processes (not embedded PGlite). */
+    const crossProcessClient = Option.isSome(pg) && Option.isSome(database) && database.value.crossProcessNotify ? pg.value : undefined
+    if (crossProcessClient !== undefined) {
+      const client = crossProcessClient
       const listenOnce = Effect.scoped(
         Effect.gen(function*() {
           const notifications = yield* client.listen(keyChannel)
           // Changes before this point were not heard: start from an empty cache.
           invalidate(undefined)
           listening = true
-          yield* Effect.forever(Effect.map(Queue.take(notifications), (n) => invalidate(n.payload)))
+          yield* Effect.forever(Effect.gen(function*() {
+            const { payload } = yield* Queue.take(notifications)
+            const [hashHex, token] = payload.split(" ")
+            invalidate(hashHex)
+            // Answered after the key is gone from this process's cache, never before.
+            if (token !== undefined) {
+              yield* client.notify(ackChannel, `${token} ${instanceId}`).pipe(
+                Effect.catch((error) => Effect.logWarning("could not acknowledge an API key deletion", error))
+              )
+            }
+          }))
         })
       ).pipe(
         Effect.ensuring(Effect.sync(() => {
@@ -335,22 +364,56 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       return key.value
     })
 
-    const deleteKey = Effect.fn("ApiKeys.deleteKey")(function*(keyIdOrKey: string) {
-      const rows = keyIdOrKey.startsWith(apiKeyPrefix)
-        ? yield* sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
+    const markDeleted = (keyIdOrKey: string) =>
+      keyIdOrKey.startsWith(apiKeyPrefix)
+        ? sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
             UPDATE api_keys SET deleted_at = now()
             WHERE key_hash = ${hashApiKey(keyIdOrKey)} AND deleted_at IS NULL
             RETURNING id, user_id, key_hash`
-        : yield* sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
+        : sql<{ id: string; user_id: string; key_hash: Uint8Array }>`
             UPDATE api_keys SET deleted_at = now()
             WHERE id = ${keyIdOrKey} AND deleted_at IS NULL
             RETURNING id, user_id, key_hash`
-      const row = rows[0]
-      if (row === undefined) {
-        return yield* new AccountsError({ reason: "KeyNotFound", message: `no active key ${describeKey(keyIdOrKey)}` })
-      }
-      invalidate(Buffer.from(row.key_hash).toString("hex"))
-      return { keyId: row.id, userId: row.user_id } satisfies DeletedKey
+    /** Marks the key deleted and drops it here; fails KeyNotFound. Returns the row and its hash (hex). */
+    const deleteHere = (keyIdOrKey: string) =>
+      Effect.gen(function*() {
+        const row = (yield* markDeleted(keyIdOrKey))[0]
+        if (row === undefined) {
+          return yield* new AccountsError({ reason: "KeyNotFound", message: `no active key ${describeKey(keyIdOrKey)}` })
+        }
+        const hashHex = Buffer.from(row.key_hash).toString("hex")
+        invalidate(hashHex)
+        return { deleted: { keyId: row.id, userId: row.user_id } satisfies DeletedKey, hashHex }
+      })
+
+    /** deleteHere, then waits for every other live instance to drop the key (see the module comment). */
+    const deleteEverywhere = (client: PgClient.PgClient, keyIdOrKey: string) =>
+      Effect.scoped(Effect.gen(function*() {
+        // Listening before the change: no answer can come before we hear.
+        const acks = yield* client.listen(ackChannel)
+        const { deleted, hashHex } = yield* deleteHere(keyIdOrKey)
+        const token = randomBytes(12).toString("hex")
+        yield* client.notify(keyChannel, `${hashHex} ${token}`)
+        const live = yield* sql<{ id: string }>`
+          SELECT id FROM service_instances
+          WHERE id <> ${instanceId} AND last_seen > now() - ${liveWithinMs} * interval '1 millisecond'`
+        const waiting = new Set(live.map((r) => r.id))
+        const heard = Effect.gen(function*() {
+          while (waiting.size > 0) {
+            const [answer, from] = (yield* Queue.take(acks)).payload.split(" ")
+            if (answer === token && from !== undefined) waiting.delete(from)
+          }
+        })
+        const all = yield* Effect.timeoutOption(heard, Duration.millis(shortTtlMs))
+        if (Option.isNone(all)) {
+          yield* Effect.logWarning(`API key ${deleted.keyId} deleted; instances ${[...waiting].join(", ")} did not acknowledge within ${shortTtlMs} ms (down, or their notifications are lost: their cache entries live at most that long)`)
+        }
+        return deleted
+      }))
+
+    const deleteKey = Effect.fn("ApiKeys.deleteKey")(function*(keyIdOrKey: string) {
+      if (crossProcessClient !== undefined) return yield* deleteEverywhere(crossProcessClient, keyIdOrKey)
+      return (yield* deleteHere(keyIdOrKey)).deleted
     })
 
     const userExists = (userId: string) =>

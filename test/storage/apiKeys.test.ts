@@ -171,6 +171,49 @@ t.test("API keys", async (t) => {
     t.equal(reasonOf(await exitOf(warm.authenticate(created.apiKey))), "InvalidKey", "deleted behind the cache's back: refused within the TTL")
   })
 
+  t.test("PostgreSQL: a delete answers only after every live instance dropped the key", { skip: db.mode === "postgres" ? false : "one process embedded" }, async (t) => {
+    // Two more caches stand for other instances of a deployment: registered as live in
+    // service_instances, each with a long TTL, so only the acknowledged NOTIFY can drop the key
+    // from them. They must refuse it synchronously the moment deleteKey returns, with no wait.
+    const scope = await run(Scope.make())
+    t.teardown(() => run(Scope.close(scope, Exit.void)))
+    const register = (id: string) =>
+      db.run(Effect.gen(function*() {
+        const sql = yield* SqlClient
+        yield* sql`INSERT INTO service_instances (id, host_key, pid) VALUES (${id}, 'test', 1)`
+      }))
+    const instance = async (id: string) => {
+      const cache = await db.run(makeApiKeys({ instanceId: id, shortTtlMs: 60_000, listenTtlMs: 60_000 }).pipe(Scope.provide(scope)))
+      await heardEverything(cache) // its LISTEN is up
+      await register(id)
+      return cache
+    }
+    const others = [await instance("ins_other_a"), await instance("ins_other_b")]
+    const deleter = await db.run(makeApiKeys({ instanceId: "ins_deleter", shortTtlMs: 60_000 }).pipe(Scope.provide(scope)))
+    // A cache hit completes synchronously; a miss needs the database, so runSyncExit fails.
+    const hit = (cache: Authenticator, apiKey: string) => Exit.isSuccess(Effect.runSyncExit(cache.authenticate(apiKey)))
+    for (let round = 0; round < 8; round++) {
+      const created = await run(users.createUserWithKey({ name: `grace-${round}` }))
+      // The NOTIFY of the key's own INSERT must have passed before it is cached for the test.
+      for (const other of others) await heardEverything(other)
+      for (const other of others) await run(other.authenticate(created.apiKey))
+      t.ok(others.every((o) => hit(o, created.apiKey)), `round ${round}: cached by both`)
+      await run(deleter.deleteKey(round % 2 === 0 ? created.keyId : created.apiKey))
+      const held = others.map((o) => hit(o, created.apiKey))
+      if (!t.same(held, [false, false], `round ${round}: dropped by both the moment the delete answered`)) break
+      t.equal(reasonOf(await exitOf(others[0]!.authenticate(created.apiKey))), "InvalidKey")
+    }
+
+    // A live row with nobody behind it (killed without deregistering): the delete still answers,
+    // after the deleter's shortTtlMs, the bound on how long a deaf instance may hold a key.
+    await register("ins_silent")
+    const quick = await db.run(makeApiKeys({ instanceId: "ins_deleter_2", shortTtlMs: 300 }).pipe(Scope.provide(scope)))
+    const created = await run(users.createUserWithKey({ name: "heidi" }))
+    const started = Date.now()
+    t.same(await run(quick.deleteKey(created.keyId)), { keyId: created.keyId, userId: created.userId })
+    t.ok(Date.now() - started >= 300, "it waited for the silent instance as long as the bound")
+  })
+
   t.test("keys are stored only as their sha256", async (t) => {
     const created = await run(users.createUserWithKey({ name: "frank" }))
     const rows = await db.run(Effect.gen(function*() {
