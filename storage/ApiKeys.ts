@@ -31,12 +31,12 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Context, Duration, Effect, Latch, Layer, Option, Queue, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
-import { randomBytes } from "node:crypto"
 import type { SqlError } from "effect/sql/SqlError"
 import { AccountsError, userNotFound } from "./AccountsError.ts"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
 import { BoundedCache } from "./BoundedCache.ts"
 import { Database } from "./Database.ts"
+import { acknowledgement, changeAcknowledgedByAll } from "./InstanceAcks.ts"
 import { newInstanceId } from "./InstanceRegistry.ts"
 
 export interface Principal {
@@ -195,7 +195,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
             invalidate(hashHex)
             // Answered after the key is gone from this process's cache, never before.
             if (token !== undefined) {
-              yield* client.notify(ackChannel, `${token} ${instanceId}`).pipe(
+              yield* client.notify(ackChannel, acknowledgement(token, instanceId)).pipe(
                 Effect.catch((error) => Effect.logWarning("could not acknowledge an API key deletion", error))
               )
             }
@@ -388,28 +388,17 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
 
     /** deleteHere, then waits for every other live instance to drop the key (see the module comment). */
     const deleteEverywhere = (client: PgClient.PgClient, keyIdOrKey: string) =>
-      Effect.scoped(Effect.gen(function*() {
-        // Listening before the change: no answer can come before we hear.
-        const acks = yield* client.listen(ackChannel)
-        const { deleted, hashHex } = yield* deleteHere(keyIdOrKey)
-        const token = randomBytes(12).toString("hex")
-        yield* client.notify(keyChannel, `${hashHex} ${token}`)
-        const live = yield* sql<{ id: string }>`
-          SELECT id FROM service_instances
-          WHERE id <> ${instanceId} AND last_seen > now() - ${liveWithinMs} * interval '1 millisecond'`
-        const waiting = new Set(live.map((r) => r.id))
-        const heard = Effect.gen(function*() {
-          while (waiting.size > 0) {
-            const [answer, from] = (yield* Queue.take(acks)).payload.split(" ")
-            if (answer === token && from !== undefined) waiting.delete(from)
-          }
-        })
-        const all = yield* Effect.timeoutOption(heard, Duration.millis(shortTtlMs))
-        if (Option.isNone(all)) {
-          yield* Effect.logWarning(`API key ${deleted.keyId} deleted; instances ${[...waiting].join(", ")} did not acknowledge within ${shortTtlMs} ms (down, or their notifications are lost: their cache entries live at most that long)`)
-        }
-        return deleted
-      }))
+      changeAcknowledgedByAll(
+        client,
+        // A silent instance is dead or deaf (LISTEN down), and a deaf one caches for shortTtlMs.
+        { ackChannel, self: instanceId, liveWithinMs, timeoutMs: shortTtlMs, what: "an API key was deleted (the silent ones cache keys at most that long)" },
+        (token) =>
+          Effect.gen(function*() {
+            const { deleted, hashHex } = yield* deleteHere(keyIdOrKey)
+            yield* client.notify(keyChannel, `${hashHex} ${token}`)
+            return deleted
+          })
+      )
 
     const deleteKey = Effect.fn("ApiKeys.deleteKey")(function*(keyIdOrKey: string) {
       if (crossProcessClient !== undefined) return yield* deleteEverywhere(crossProcessClient, keyIdOrKey)
