@@ -1,5 +1,10 @@
+import { execFileSync } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as path from "node:path"
 import t from "tap"
-import { resample, Resampler } from "../../../engines/audio/Resampler.ts"
+import { mulberry32 } from "../../../engines/audio/Prng.ts"
+import { resample, Resampler, resamplerKernel, type ResamplerKernelKind, setResamplerKernel } from "../../../engines/audio/Resampler.ts"
+import { createSimdKernel, kernelModule, type WasmApi } from "../../../engines/audio/ResamplerKernel.ts"
 
 const FROM = [22050, 16000, 8000]
 const TO = [8000, 16000, 22050, 24000, 32000, 44100, 48000]
@@ -122,4 +127,137 @@ t.test("edge cases", async (t) => {
   t.throws(() => new Resampler(22050.5, 16000), RangeError)
   const dc = resample(new Float32Array(5000).fill(0.25), 22050, 16000)
   t.ok(Math.abs(dc[2000]! - 0.25) < 1e-5, "unity DC gain")
+})
+
+// ---- The two kernels: WebAssembly SIMD (f32x4) and the JavaScript fallback (float64) ----
+
+const KERNEL_PAIRS = [[22050, 24000], [22050, 16000], [22050, 8000], [22050, 44100], [16000, 22050], [24000, 48000]] as const
+
+const noise = (n: number, seed: number) => {
+  const rnd = mulberry32(seed)
+  return Float32Array.from({ length: n }, () => rnd() * 1.6 - 0.8)
+}
+
+/** Runs `f` with the kernel forced, then puts the previous choice back. */
+const withKernel = <A>(kind: ResamplerKernelKind, f: () => A): A => {
+  const previous = setResamplerKernel(kind)
+  try {
+    return f()
+  } finally {
+    setResamplerKernel(previous)
+  }
+}
+
+/** The project's lib has no WebAssembly types (see ResamplerKernel.ts). */
+const Wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
+
+const sameBits = (a: Float32Array, b: Float32Array) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]))
+
+t.test("WebAssembly SIMD is available here, and is the default kernel", async (t) => {
+  t.ok(Wasm.validate(kernelModule()), `the kernel module (${kernelModule().length} bytes) validates`)
+  t.equal(resamplerKernel(), "simd")
+})
+
+t.test("the SIMD and JavaScript kernels agree within 1e-6 of full scale on random input", async (t) => {
+  // 20 000 input samples: past the SIMD kernel's 4096-output blocks at every rate pair.
+  const x = noise(20_000, 7)
+  for (const [fin, fout] of KERNEL_PAIRS) {
+    const js = withKernel("js", () => resample(x, fin, fout))
+    const simd = withKernel("simd", () => resample(x, fin, fout))
+    t.equal(simd.length, js.length, `${fin}→${fout} length`)
+    // Relative to the output's peak, not per sample: near a zero crossing a float32 sum and a
+    // float64 one differ by the same absolute amount, which is no small fraction of the sample.
+    let peak = 0
+    let worst = 0
+    for (let i = 0; i < js.length; i++) {
+      peak = Math.max(peak, Math.abs(js[i]!))
+      worst = Math.max(worst, Math.abs(js[i]! - simd[i]!))
+    }
+    t.ok(worst <= 1e-6 * peak, `${fin}→${fout}: largest difference ${(worst / peak).toExponential(1)} of the peak ${peak.toFixed(2)}`)
+    t.notOk(sameBits(js, simd), `${fin}→${fout}: the two really are different arithmetic`)
+  }
+})
+
+t.test("streaming in odd chunk sizes equals one-shot, sample for sample, with either kernel", async (t) => {
+  const x = noise(25_000, 11)
+  for (const kind of ["simd", "js"] as const) {
+    for (const [fin, fout] of KERNEL_PAIRS) {
+      const oneShot = withKernel(kind, () => resample(x, fin, fout))
+      const r = withKernel(kind, () => new Resampler(fin, fout))
+      const parts: Array<Float32Array> = []
+      let o = 0
+      let k = 0
+      while (o < x.length) {
+        const n = Math.min(x.length - o, [1, 3, 17, 127, 1001, 5, 4099, 9, 2205][k++ % 9]!)
+        parts.push(r.push(x.subarray(o, o + n)))
+        o += n
+      }
+      parts.push(r.flush())
+      const streamed = new Float32Array(parts.reduce((a, p) => a + p.length, 0))
+      let at = 0
+      for (const p of parts) {
+        streamed.set(p, at)
+        at += p.length
+      }
+      t.ok(sameBits(streamed, oneShot), `${kind} ${fin}→${fout}: ${streamed.length} samples identical`)
+    }
+  }
+})
+
+t.test("a stream keeps the kernel it started with", async (t) => {
+  const x = noise(6000, 3)
+  const simd = withKernel("simd", () => resample(x, 22050, 24000))
+  const r = withKernel("simd", () => new Resampler(22050, 24000))
+  const parts = [r.push(x.subarray(0, 3000)), withKernel("js", () => r.push(x.subarray(3000))), withKernel("js", () => r.flush())]
+  t.ok(sameBits(Float32Array.from(parts.flatMap((p) => Array.from(p))), simd), "switching mid-stream changes nothing in it")
+})
+
+t.test("the kernel's memory grows for a large table while earlier tables stay in place", async (t) => {
+  const x = noise(9000, 5)
+  // 22050 → 44101 has L = 44101 rows of 32 taps: 5.6 MB, many times the initial 64 KiB page.
+  for (const [fin, fout] of [[22050, 24000], [22050, 44101], [22050, 24000]] as const) {
+    const js = withKernel("js", () => resample(x, fin, fout))
+    const simd = withKernel("simd", () => resample(x, fin, fout))
+    const worst = js.reduce((m, v, i) => Math.max(m, Math.abs(v - simd[i]!)), 0)
+    t.ok(worst < 1e-6, `${fin}→${fout}: within ${worst.toExponential(1)}`)
+  }
+})
+
+t.test("fallback: without WebAssembly SIMD the JavaScript kernel runs", async (t) => {
+  const bytes = kernelModule()
+  const fake = (validate: boolean, compiles: boolean): WasmApi => ({
+    validate: () => validate,
+    Module: class {
+      constructor() {
+        if (!compiles) throw new Error("no")
+      }
+    } as unknown as WasmApi["Module"],
+    Instance: Wasm.Instance
+  })
+  t.equal(createSimdKernel(undefined), undefined, "no WebAssembly at all")
+  t.equal(createSimdKernel(fake(false, true)), undefined, "WebAssembly.validate refuses the module (no SIMD)")
+  t.equal(createSimdKernel(fake(true, false)), undefined, "the module fails to compile")
+  t.ok(createSimdKernel(Wasm) !== undefined, `the real thing compiles (${bytes.length} bytes)`)
+
+  // The real fallback: node --jitless has no WebAssembly, so Resampler.ts picks the JS loop by
+  // itself; its output is the forced JS kernel's here, bit for bit.
+  const x = Float32Array.from({ length: 5000 }, (_, i) => Math.sin(i * 0.1) * 0.5)
+  const hash = (y: Float32Array) => createHash("sha256").update(new Uint8Array(y.buffer, y.byteOffset, y.byteLength)).digest("hex")
+  const script = [
+    `import("./engines/audio/Resampler.ts").then((m) => {`,
+    `  const x = Float32Array.from({ length: 5000 }, (_, i) => Math.sin(i * 0.1) * 0.5)`,
+    `  const y = m.resample(x, 22050, 24000)`,
+    `  const h = require("node:crypto").createHash("sha256").update(new Uint8Array(y.buffer)).digest("hex")`,
+    `  let refused = false`,
+    `  try { m.setResamplerKernel("simd") } catch { refused = true }`,
+    `  console.log(JSON.stringify({ kernel: m.resamplerKernel(), wasm: typeof WebAssembly, refused, hash: h }))`,
+    `})`
+  ].join("\n")
+  const root = path.resolve(import.meta.dirname, "../../..")
+  const child = JSON.parse(
+    execFileSync(process.execPath, ["--jitless", "--import", "tsx", "-e", script], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim().split("\n").pop()!
+  ) as { kernel: string; wasm: string; refused: boolean; hash: string }
+  t.same({ kernel: child.kernel, wasm: child.wasm, refused: child.refused }, { kernel: "js", wasm: "undefined", refused: true }, "node --jitless: no WebAssembly, JavaScript kernel, SIMD cannot be forced")
+  t.equal(child.hash, hash(withKernel("js", () => resample(x, 22050, 24000))), "the same output as the JS kernel forced here")
+  t.not(child.hash, hash(resample(x, 22050, 24000)), "and not the SIMD kernel's")
 })
