@@ -29,7 +29,10 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
         const fiber = yield* Effect.forkChild(
           synthesize(segments[i]!, i, (block) => {
             Queue.offerUnsafe(blocks, block)
-          }).pipe(Effect.ensuring(Queue.end(blocks)))
+          }).pipe(Effect.ensuring(Queue.end(blocks))),
+          // Run to the pool dispatch now: a scheduled start waits one event-loop turn (setImmediate),
+          // 2.5 of 22 ms of the first byte on a loaded machine.
+          { startImmediately: true }
         )
         inFlight[i] = { fiber, blocks }
       })

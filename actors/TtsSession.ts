@@ -190,7 +190,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         const synthesis = yield* Effect.forkChild(Effect.suspend(() => ((counted = true), synthesizing++, synthesizer.synthesizeStream(request, (pcm) => Queue.offerUnsafe(blocks, pcm)))).pipe(
           Effect.tap(() => Metric.update(chunksSynthesized, 1)),
           Effect.ensuring(Effect.andThen(Queue.end(blocks), Effect.sync(() => ((synthesizing -= counted ? 1 : 0), (lastActivity = now())))))
-        ))
+        ), { startImmediately: true }) // to the pool dispatch at once, not after an event-loop turn
         yield* Queue.offer(results, { _tag: "Audio", chunk: work.chunk, blocks, synthesis })
         const exit = yield* Fiber.await(synthesis)
         // A failure is the deliverer's to report, in order, after the audio before it.
