@@ -104,7 +104,7 @@ export const settings = {
   llmModel: setting("LLM_MODEL", "Model name sent to LLM_BASE_URL", "(unset)", Config.option(Config.String("LLM_MODEL"))),
   llmApiKey: setting("LLM_API_KEY", "Bearer key for LLM_BASE_URL (unset: no Authorization header)", "(unset)", Config.option(Config.Redacted("LLM_API_KEY"))),
   llmTimeoutS: setting("LLM_TIMEOUT_S", "Longest a chat-completions call may take in all (each silence between streamed chunks is limited to a third of it), s", "120", intIn("LLM_TIMEOUT_S", 120, 1, 3600)),
-  translateRatePerS: setting("TRANSLATE_RATE_PER_S", "Translation chunks one credential (anonymous: one client address) may send per second on average, per instance; more gets 429 rate_limited", "5", intIn("TRANSLATE_RATE_PER_S", 5, 1, 100_000)),
+  translateRatePerS: setting("TRANSLATE_RATE_PER_S", "Translation chunks one credential (anonymous: one client address) may send per second on average, across all instances on the database; more gets 429 rate_limited", "5", intIn("TRANSLATE_RATE_PER_S", 5, 1, 100_000)),
   signup: setting("SIGNUP", "open: anyone may register on the site's sign-up page; closed: accounts are made with the admin CLI only", "closed", Config.Literals(["open", "closed"] as const, "SIGNUP").pipe(Config.withDefault("closed" as const))),
   oauthAccessTtlS: setting("OAUTH_ACCESS_TTL_S", "How long an OAuth access token lasts, s (clients refresh or authorize again after it)", "3600", intIn("OAUTH_ACCESS_TTL_S", 3600, 1, 86_400)),
   sessionTtlH: setting("SESSION_TTL_H", "How long a site sign-in lasts, hours", "168", intIn("SESSION_TTL_H", 168, 1, 8760)),
