@@ -21,7 +21,8 @@
  * machine with it, as the raw-engine children do. Run: npm run bench:tts
  * Knobs: BENCH_TTFB_REQUESTS (per concurrency level, default 10 × concurrency, at least 200),
  * BENCH_THROUGHPUT_TEXTS (default 120), BENCH_ROUNDS (throughput, default 2), WORKERS (default:
- * CPU count), BENCH_WS_LEVELS (concurrent WebSocket sessions to try, default 200,300,400).
+ * CPU count), BENCH_WS_LEVELS (concurrent WebSocket sessions to try, default 200,300,400),
+ * BENCH_TTFB_ONLY=1 (stop after the time-to-first-byte part: a quick re-check on a quiet machine).
  * `--smoke` (BENCH_SMOKE=1): one worker, a few requests per step, 20 idle / 4 stalled / 4
  * real-time WebSocket sessions; fails on any failed request or session, not on the numbers.
  * Targets: throughput ratio ≥ 0.8 (foundation issue); WebSocket: ≥ 200 real-time sessions,
@@ -251,6 +252,7 @@ async function load<T>(concurrency: number, total: number, one: (i: number) => P
 async function main() {
   const workers = Number(process.env.WORKERS ?? (smoke ? 1 : availableParallelism()))
   const texts = throughputTexts(Number(process.env.BENCH_THROUGHPUT_TEXTS ?? (smoke ? 2 : 120)))
+  const ttfbOnly = process.env.BENCH_TTFB_ONLY === "1"
 
   console.log(`bench/tts: voice ${VOICE_ID} (espeak-ng ${voice.variant}), ${workers} worker(s), ${availableParallelism()} CPU(s), load average ${fmt(loadavg()[0]!)} at the start; service: ${process.env.BENCH_RUNTIME === "tsx" ? "sources under tsx" : "production build (dist/)"}, ${databaseLabel()}`)
 
@@ -310,6 +312,7 @@ async function main() {
       )
     }
 
+    if (ttfbOnly) return
     // Throughput: raw and service rounds alternate, so that load from elsewhere on a shared
     // machine hits both; the best round of each counts. CPU time per second of audio is also
     // printed: it does not depend on what else runs on the machine.
@@ -370,7 +373,7 @@ async function main() {
     agent.destroy()
     await stop(service.child)
   }
-  await memoryBench()
+  if (!ttfbOnly) await memoryBench()
 }
 
 // Last, so that every module-level constant above is initialised before either mode runs.
