@@ -24,6 +24,8 @@
  * Each output depends only on its own window and row, always summed in the same order, so the
  * way a stream is cut into blocks cannot change a single bit of it.
  */
+import { encodeS32, encodeU32 } from "../Leb128.ts"
+
 
 // ---- The part of the WebAssembly API used here (the project's lib has no WebAssembly types) ----
 
@@ -46,34 +48,10 @@ export interface WasmApi {
 
 // ---- Encoding ----
 
-/** Unsigned LEB128. */
-const uleb = (n: number): Array<number> => {
-  const out: Array<number> = []
-  do {
-    let byte = n & 0x7f
-    n >>>= 7
-    if (n !== 0) byte |= 0x80
-    out.push(byte)
-  } while (n !== 0)
-  return out
-}
-
-/** Signed LEB128 (i32 constants). */
-const sleb = (n: number): Array<number> => {
-  const out: Array<number> = []
-  for (;;) {
-    const byte = n & 0x7f
-    n >>= 7
-    const done = (n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)
-    out.push(done ? byte : byte | 0x80)
-    if (done) return out
-  }
-}
-
-const ascii = (s: string): Array<number> => [...uleb(s.length), ...Array.from(s, (c) => c.charCodeAt(0))]
-const vector = (items: ReadonlyArray<ReadonlyArray<number>>): Array<number> => [...uleb(items.length), ...items.flat()]
-const section = (id: number, body: ReadonlyArray<number>): Array<number> => [id, ...uleb(body.length), ...body]
-const withLength = (code: ReadonlyArray<number>): Array<number> => [...uleb(code.length), ...code]
+const ascii = (s: string): Array<number> => [...encodeU32(s.length), ...Array.from(s, (c) => c.charCodeAt(0))]
+const vector = (items: ReadonlyArray<ReadonlyArray<number>>): Array<number> => [...encodeU32(items.length), ...items.flat()]
+const section = (id: number, body: ReadonlyArray<number>): Array<number> => [id, ...encodeU32(body.length), ...body]
+const withLength = (code: ReadonlyArray<number>): Array<number> => [...encodeU32(code.length), ...code]
 
 // ---- Opcodes (WebAssembly core spec 2.0, including fixed-width SIMD) ----
 
@@ -121,13 +99,13 @@ const EXPORT_MEMORY = 0x02
 // ---- Instruction helpers ----
 
 type Code = Array<number>
-const get = (local: number): Code => [LOCAL_GET, ...uleb(local)]
-const set = (local: number): Code => [LOCAL_SET, ...uleb(local)]
-const tee = (local: number): Code => [LOCAL_TEE, ...uleb(local)]
-const i32 = (n: number): Code => [I32_CONST, ...sleb(n)]
-const simd = (op: number, ...immediates: Array<number>): Code => [SIMD_PREFIX, ...uleb(op), ...immediates]
+const get = (local: number): Code => [LOCAL_GET, ...encodeU32(local)]
+const set = (local: number): Code => [LOCAL_SET, ...encodeU32(local)]
+const tee = (local: number): Code => [LOCAL_TEE, ...encodeU32(local)]
+const i32 = (n: number): Code => [I32_CONST, ...encodeS32(n)]
+const simd = (op: number, ...immediates: Array<number>): Code => [SIMD_PREFIX, ...encodeU32(op), ...immediates]
 /** Memory argument: log2 of the alignment promised (a hint; f32 data is 4-byte aligned), offset. */
-const memarg = (alignLog2: number, offset: number): Code => [...uleb(alignLog2), ...uleb(offset)]
+const memarg = (alignLog2: number, offset: number): Code => [...encodeU32(alignLog2), ...encodeU32(offset)]
 /** acc = acc + v128.load(x + offset) * v128.load(row + offset) */
 const multiplyAdd = (acc: number, x: number, row: number, offset: number): Code => [
   ...get(acc),
@@ -234,11 +212,11 @@ export const kernelModule = (): Uint8Array => {
     // Header: "\0asm", version 1.
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
     // Types: (i32 × 9) -> i32.
-    ...section(SECTION_TYPE, vector([[FUNC_TYPE, ...uleb(params.length), ...params, ...uleb(1), I32]])),
+    ...section(SECTION_TYPE, vector([[FUNC_TYPE, ...encodeU32(params.length), ...params, ...encodeU32(1), I32]])),
     // Functions: one, of type 0.
     ...section(SECTION_FUNCTION, vector([[0]])),
     // Memory: one, 1 page (64 KiB) to start, no maximum.
-    ...section(SECTION_MEMORY, vector([[0x00, ...uleb(1)]])),
+    ...section(SECTION_MEMORY, vector([[0x00, ...encodeU32(1)]])),
     // Exports: the memory and the function.
     ...section(SECTION_EXPORT, vector([[...ascii("memory"), EXPORT_MEMORY, 0], [...ascii("convolve"), EXPORT_FUNC, 0]])),
     // Code: the body's size, its locals as (count, type) runs (6 more i32, then 4 v128), the body.

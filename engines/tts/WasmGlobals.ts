@@ -19,6 +19,8 @@
  * table), imported globals and memories (owned by the importer; refused for memories).
  * Spec: https://webassembly.github.io/spec/core/binary/modules.html
  */
+import { encodeS32, encodeU32, readU32 } from "../Leb128.ts"
+
 
 /** Section ids of the binary format. */
 const SECTION = { custom: 0, type: 1, import: 2, function: 3, memory: 5, global: 6, export: 7, start: 8, code: 10, data: 11, dataCount: 12 } as const
@@ -58,42 +60,6 @@ export interface DataSegment {
   /** Byte range of the segment's contents in the module. */
   readonly bytesStart: number
   readonly bytesEnd: number
-}
-
-/** Unsigned LEB128 at `at`: the value and the offset after it. */
-export const readU32 = (bytes: Uint8Array, at: number): [number, number] => {
-  let value = 0
-  let shift = 0
-  for (;;) {
-    const b = bytes[at++]
-    if (b === undefined || shift > 28) throw new Error(`wasm: bad LEB128 at ${at - 1}`)
-    value += (b & 0x7f) * 2 ** shift
-    shift += 7
-    if ((b & 0x80) === 0) return [value, at]
-  }
-}
-
-/** Unsigned LEB128 encoding of a u32. */
-export const u32 = (n: number): Array<number> => {
-  const out: Array<number> = []
-  do {
-    let b = n % 128
-    n = Math.floor(n / 128)
-    if (n > 0) b |= 0x80
-    out.push(b)
-  } while (n > 0)
-  return out
-}
-
-/** Encoding of a signed LEB128 i32 (for `i32.const`). */
-const s32 = (n: number): Array<number> => {
-  const out: Array<number> = []
-  for (;;) {
-    const b = n & 0x7f
-    n >>= 7
-    if ((n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0)) return [...out, b]
-    out.push(b | 0x80)
-  }
 }
 
 const skipLeb = (bytes: Uint8Array, at: number): number => {
@@ -250,12 +216,12 @@ const concat = (parts: ReadonlyArray<Part>): Uint8Array => {
   }
   return out
 }
-const section = (id: number, payload: ReadonlyArray<Part>): Array<Part> => [[id, ...u32(sizeOf(payload))], ...payload]
+const section = (id: number, payload: ReadonlyArray<Part>): Array<Part> => [[id, ...encodeU32(sizeOf(payload))], ...payload]
 
 /** A vector section's payload with `extra` entries appended (the count is rewritten). */
 const appendToVector = (bytes: Uint8Array, s: Section, extra: ReadonlyArray<Part>): Array<Part> => {
   const [n, at] = readU32(bytes, s.payloadStart)
-  return [u32(n + extra.length), bytes.subarray(at, s.end), ...extra]
+  return [encodeU32(n + extra.length), bytes.subarray(at, s.end), ...extra]
 }
 
 export interface ResetOptions {
@@ -297,7 +263,7 @@ export const addResetExport = (bytes: Uint8Array, options: ResetOptions): Uint8A
 
   // Body of the reset function: no locals; globals, then memory.
   const body: Array<number> = [0]
-  for (const g of globalsOf(bytes).filter((g) => g.mutable)) body.push(...g.init, 0x24, ...u32(g.index)) // global.set
+  for (const g of globalsOf(bytes).filter((g) => g.mutable)) body.push(...g.init, 0x24, ...encodeU32(g.index)) // global.set
   // memory.fill(0, 0, size): in two halves of size × 32 KiB, because 65536 pages × 64 KiB
   // (the wasm32 maximum) does not fit in an i32.
   const halfPages = [0x3f, 0x00, 0x41, 15, 0x74] // memory.size; i32.const 15; i32.shl
@@ -305,12 +271,12 @@ export const addResetExport = (bytes: Uint8Array, options: ResetOptions): Uint8A
   body.push(...halfPages, 0x41, 0, ...halfPages, 0xfc, 0x0b, 0x00)
   segments.forEach((s, k) => {
     // memory.init k: (destination, source offset 0, length)
-    body.push(...s.offset, 0x41, 0, 0x41, ...s32(s.bytesEnd - s.bytesStart), 0xfc, 0x08, ...u32(k), 0x00)
+    body.push(...s.offset, 0x41, 0, 0x41, ...encodeS32(s.bytesEnd - s.bytesStart), 0xfc, 0x08, ...encodeU32(k), 0x00)
   })
   body.push(0x0b)
 
   // The data section again, every segment passive (flag 1, no memory, no offset).
-  const data: Array<Part> = [u32(segments.length), ...segments.flatMap((s) => [[1, ...u32(s.bytesEnd - s.bytesStart)], bytes.subarray(s.bytesStart, s.bytesEnd)])]
+  const data: Array<Part> = [encodeU32(segments.length), ...segments.flatMap((s) => [[1, ...encodeU32(s.bytesEnd - s.bytesStart)], bytes.subarray(s.bytesStart, s.bytesEnd)])]
   const exportName = new TextEncoder().encode(options.exportName)
 
   const out: Array<Part> = [bytes.subarray(0, 8)]
@@ -320,12 +286,12 @@ export const addResetExport = (bytes: Uint8Array, options: ResetOptions): Uint8A
     if (s.id === SECTION.dataCount) hasDataCount = true
     if (s.id === SECTION.code) {
       // memory.init needs a data count section (bulk memory), placed right before the code.
-      if (!hasDataCount) out.push(...section(SECTION.dataCount, [u32(segments.length)]))
-      out.push(...section(SECTION.code, appendToVector(bytes, s, [[...u32(body.length), ...body]])))
+      if (!hasDataCount) out.push(...section(SECTION.dataCount, [encodeU32(segments.length)]))
+      out.push(...section(SECTION.code, appendToVector(bytes, s, [[...encodeU32(body.length), ...body]])))
     } else if (s.id === SECTION.type) out.push(...section(s.id, appendToVector(bytes, s, [[0x60, 0, 0]]))) // () -> ()
-    else if (s.id === SECTION.function) out.push(...section(s.id, appendToVector(bytes, s, [u32(typeIndex)])))
+    else if (s.id === SECTION.function) out.push(...section(s.id, appendToVector(bytes, s, [encodeU32(typeIndex)])))
     else if (s.id === SECTION.export) {
-      out.push(...section(s.id, appendToVector(bytes, s, [[...u32(exportName.length), ...exportName, EXTERNAL.function, ...u32(functionIndex)]])))
+      out.push(...section(s.id, appendToVector(bytes, s, [[...encodeU32(exportName.length), ...exportName, EXTERNAL.function, ...encodeU32(functionIndex)]])))
     } else if (s.id === SECTION.data) out.push(...section(s.id, data))
     else out.push(bytes.subarray(s.start, s.end))
   }

@@ -12,7 +12,8 @@ import * as path from "node:path"
 import { WASI } from "node:wasi"
 import { FliteTts } from "../../../engines/tts/FliteTts.ts"
 import type { EngineVoice, TtsResult } from "../../../engines/tts/TtsEngine.ts"
-import { addResetExport, dataSegmentsOf, globalsOf, readU32, sectionsOf, u32 } from "../../../engines/tts/WasmGlobals.ts"
+import { encodeU32, readU32 } from "../../../engines/Leb128.ts"
+import { addResetExport, dataSegmentsOf, globalsOf, sectionsOf } from "../../../engines/tts/WasmGlobals.ts"
 
 /** The part of WebAssembly used here (the project's lib setting has no WebAssembly types). */
 const Wasm = (globalThis as unknown as {
@@ -118,8 +119,8 @@ t.test("runs leave no file descriptor open", { skip: process.platform !== "linux
 })
 
 t.test("WasmGlobals: LEB128 and a reset of a hand-made module", async (t) => {
-  for (const n of [0, 1, 127, 128, 1000, 70000, 2 ** 32 - 1]) t.same(readU32(Uint8Array.from([...u32(n), 0xff]), 0), [n, u32(n).length], `u32 ${n}`)
-  const section = (id: number, payload: Array<number>) => [id, ...u32(payload.length), ...payload]
+  for (const n of [0, 1, 127, 128, 1000, 70000, 2 ** 32 - 1]) t.same(readU32(Uint8Array.from([...encodeU32(n), 0xff]), 0), [n, encodeU32(n).length], `u32 ${n}`)
+  const section = (id: number, payload: Array<number>) => [id, ...encodeU32(payload.length), ...payload]
   const name = (s: string) => [s.length, ...Buffer.from(s)]
   // memory of 1 page; global 0 = mut i32 1000; "abc" at 16; poke() changes all three and grows memory.
   const poke = [0, 0x41, 7, 0x24, 0, 0x41, 16, 0x41, 0xf8, 0, 0x3a, 0, 0, 0x41, 1, 0x40, 0, 0x1a, 0x41, 0xf0, 0xa2, 4, 0x41, 42, 0x3a, 0, 0, 0x0b]
