@@ -208,10 +208,12 @@ export const webhooksLayer: Layer.Layer<Webhooks | WebhookOutbox, never, SqlClie
               SET attempts = attempts + 1, last_status = ${failure.status}, last_error = ${failure.error.slice(0, 500)},
                   next_attempt_at = now() + ${Math.round(retryInMs)} * interval '1 millisecond'
               WHERE event_id = ${eventId} AND state = 'pending'`).pipe(Effect.asVoid),
+      // Clamped here, not with GREATEST in SQL: GREATEST skips NULLs, so an empty outbox read as
+      // "due now" and every instance's dispatcher polled the database every 10 ms while idle.
       msUntilNextDue: sql<{ ms: number | string | null }>`SELECT
-          GREATEST(0, EXTRACT(EPOCH FROM (min(next_attempt_at) - now())) * 1000) AS ms
+          EXTRACT(EPOCH FROM (min(next_attempt_at) - now())) * 1000 AS ms
           FROM webhook_deliveries WHERE state = 'pending'`.pipe(
-        Effect.map((rows) => (rows[0]?.ms === null || rows[0]?.ms === undefined ? undefined : Math.ceil(Number(rows[0].ms))))
+        Effect.map((rows) => (rows[0]?.ms === null || rows[0]?.ms === undefined ? undefined : Math.max(0, Math.ceil(Number(rows[0].ms)))))
       )
     })
     return Context.make(Webhooks, webhooks).pipe(Context.add(WebhookOutbox, outbox))

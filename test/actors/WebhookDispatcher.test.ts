@@ -126,6 +126,20 @@ for (const mode of modes) {
       t.equal(await run(hooks.find("u1", a.webhookId)), undefined)
     })
 
+    t.test("msUntilNextDue: nothing pending is undefined (the dispatcher sleeps a sweep), not 0", async (t) => {
+      const outbox = await run(Effect.service(WebhookOutbox))
+      await sql(`DELETE FROM webhook_deliveries`)
+      t.equal(await run(outbox.msUntilNextDue), undefined, "an empty outbox is never due")
+      const hook = await run(hooks.create("u2", "https://example.com/later", "later"))
+      const eventId = await queue(hook.webhookId)
+      await sql(`UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE event_id = '${eventId}'`)
+      const later = (await run(outbox.msUntilNextDue))!
+      t.ok(later > 3_500_000 && later <= 3_600_000, `a retry in an hour is ${later} ms away`)
+      await due(eventId)
+      t.equal(await run(outbox.msUntilNextDue), 0, "one that is past due is due now")
+      await sql(`DELETE FROM webhook_deliveries`)
+    })
+
     t.test("a delivery is sent once, signed with the subscription's secret", async (t) => {
       const hook = await run(hooks.create("u1", "https://example.com/ok", null))
       const eventId = await queue(hook.webhookId, "{\"hello\":\"world\"}")
