@@ -16,7 +16,7 @@ import { repeatedSpeech, SPEECH } from "../support/librivoxSpeech.ts"
 
 const CAP = 3_000_000
 
-const service = await startTestService(t, { WORKERS: "1", UPLOAD_MAX_BYTES: String(CAP) })
+const service = await startTestService(t, { WORKERS: "1", JOBS_CONCURRENCY: "1", UPLOAD_MAX_BYTES: String(CAP) })
 const owner = await service.newUser()
 const other = await service.newUser()
 
@@ -111,6 +111,7 @@ const streamPut = (uploadUrl: string, total: number, framing: "chunked" | "lengt
     let answer = ""
     let sent = 0
     let stopped = false
+    let closed = false
     const piece = Buffer.alloc(256 * 1024)
     SPEECH.copy(piece, 0, 0, 44)
     socket.on("data", (d) => {
@@ -119,6 +120,10 @@ const streamPut = (uploadUrl: string, total: number, framing: "chunked" | "lengt
     })
     socket.on("error", () => {
       stopped = true
+    })
+    socket.on("close", () => {
+      stopped = true
+      closed = true
     })
     const finish = () => {
       const m = /^HTTP\/1\.1 (\d{3})/.exec(answer)
@@ -137,7 +142,8 @@ const streamPut = (uploadUrl: string, total: number, framing: "chunked" | "lengt
         await new Promise((r) => setImmediate(r))
       }
       if (!stopped && framing === "chunked") socket.write("0\r\n\r\n")
-      for (let i = 0; i < 300 && !/\r\n\r\n/.test(answer); i++) await new Promise((r) => setTimeout(r, 100))
+      // A closed connection brings no answer any more: stop waiting for one at once.
+      for (let i = 0; i < 300 && !closed && !/\r\n\r\n/.test(answer); i++) await new Promise((r) => setTimeout(r, 100))
       finish()
     })
   })
@@ -229,24 +235,26 @@ t.test("list: the caller's jobs, newest first, limit 1-100", async (t) => {
 })
 
 t.test("cancel from each state", async (t) => {
-  // An instance that runs no jobs keeps started jobs pending.
-  const acceptor = await startTestService(t, { WORKERS: "1", JOBS_CONCURRENCY: "0" })
-  const user = await acceptor.newUser()
-  const uploading = await reserve(user.apiKey, {}, acceptor)
-  const c1 = await call("POST", `/recognition/jobs/${uploading.job_id}/cancel`, user.apiKey, undefined, acceptor)
-  t.same(c1.json, { job_id: uploading.job_id, state: "cancelled", previous_state: "uploading" })
-  expectError(t, await put(uploading.upload_url, SPEECH), 409, "upload_closed")
-  const pending = await reserve(user.apiKey, {}, acceptor)
-  await put(pending.upload_url, SPEECH)
-  t.equal((await call("POST", `/recognition/jobs/${pending.job_id}/start`, user.apiKey, {}, acceptor)).status, 202)
-  const c2 = await call("POST", `/recognition/jobs/${pending.job_id}/cancel`, user.apiKey, undefined, acceptor)
-  t.same(c2.json, { job_id: pending.job_id, state: "cancelled", previous_state: "pending" })
-  expectError(t, await call("POST", `/recognition/jobs/${pending.job_id}/cancel`, user.apiKey, undefined, acceptor), 409, "job_finished")
-
+  // The service runs one job at a time (JOBS_CONCURRENCY=1): while a long job holds that slot, a
+  // job started after it stays pending, without a second instance that runs none.
   const long = await reserve(owner.apiKey)
   await put(long.upload_url, repeatedSpeech(6))
   await call("POST", `/recognition/jobs/${long.job_id}/start`, owner.apiKey, {})
   await until(long.job_id, owner.apiKey, (s) => s.state === "running" || ended(s))
+  t.equal((await status(long.job_id)).json.state, "running", "the long job holds the only job slot")
+
+  const user = await service.newUser()
+  const uploading = await reserve(user.apiKey)
+  const c1 = await call("POST", `/recognition/jobs/${uploading.job_id}/cancel`, user.apiKey)
+  t.same(c1.json, { job_id: uploading.job_id, state: "cancelled", previous_state: "uploading" })
+  expectError(t, await put(uploading.upload_url, SPEECH), 409, "upload_closed")
+  const pending = await reserve(user.apiKey)
+  await put(pending.upload_url, SPEECH)
+  t.equal((await call("POST", `/recognition/jobs/${pending.job_id}/start`, user.apiKey, {})).status, 202)
+  const c2 = await call("POST", `/recognition/jobs/${pending.job_id}/cancel`, user.apiKey)
+  t.same(c2.json, { job_id: pending.job_id, state: "cancelled", previous_state: "pending" })
+  expectError(t, await call("POST", `/recognition/jobs/${pending.job_id}/cancel`, user.apiKey), 409, "job_finished")
+
   const c3 = await call("POST", `/recognition/jobs/${long.job_id}/cancel`, owner.apiKey)
   t.same(c3.json, { job_id: long.job_id, state: "cancelled", previous_state: "running" })
   const after = await until(long.job_id, owner.apiKey, ended)
