@@ -68,7 +68,8 @@ t.test("a server killed with SIGKILL mid-job: the restarted server finishes it e
   const first = await startServiceProcess(t, settings)
   const credits = 1000
   const apiKey = await first.newKey(credits)
-  const jobId = await submit(first, apiKey, repeatedSpeech(6))
+  // Long enough to still be recognising when it is killed, even on a quiet machine.
+  const jobId = await submit(first, apiKey, repeatedSpeech(3))
   await waitUntil("the job to run", async () => {
     const s = await api(first, apiKey)("GET", `/recognition/jobs/${jobId}`)
     return s.json.state === "running" && s.json.progress?.stage === "recognising"
@@ -87,9 +88,9 @@ t.test("a server killed with SIGKILL mid-job: the restarted server finishes it e
   })
   t.equal(status.json.state, "succeeded", JSON.stringify(status.json.error ?? {}))
   const words = (status.json.result.words as Array<{ type: string }>).filter((w) => w.type === "word")
-  t.ok(words.length > 6 * 8, `the whole 6× recording was transcribed (${words.length} words)`)
+  t.ok(words.length > 3 * 8, `the whole 3× recording was transcribed (${words.length} words)`)
   const duration = status.json.audio_duration_s as number
-  t.ok(Math.abs(duration - 6 * 7.1) < 0.5, `duration ${duration} s`)
+  t.ok(Math.abs(duration - 3 * 7.1) < 0.5, `duration ${duration} s`)
 
   const claims = [...logLines(first), ...logLines(second)].filter((l) => l.msg === "job claimed" && l.jobId === jobId)
   t.same(claims.map((c) => c.claims), [1, 2], "claimed twice: by the dead server, then by the new one")
