@@ -44,6 +44,8 @@ interface Design {
 }
 
 const designs = new Map<string, Design>()
+/** Designs kept (oldest dropped first); the usual pairs are a handful. */
+const MAX_DESIGNS = 64
 
 /** Compiled once per thread (each worker thread evaluates this module anew); undefined without SIMD. */
 const simdKernel = createSimdKernel(platformWasm)
@@ -92,7 +94,9 @@ const design = (inRate: number, outRate: number): Design => {
     }
     for (let m = 0; m < taps; m++) table[p * taps + m] = row[m]! / sum
   }
-  const d = { L, M, H, table, simd: simdKernel?.fits(taps, L, M) ?? false }
+  const d = { L, M, H, table, simd: simdKernel?.admit(taps, L, M) ?? false }
+  // Bounded: each distinct pair of rates (uploads may have any rate) holds its table here.
+  if (designs.size >= MAX_DESIGNS) designs.delete(designs.keys().next().value!)
   designs.set(key, d)
   return d
 }

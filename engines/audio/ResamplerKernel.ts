@@ -230,8 +230,18 @@ export const kernelModule = (): Uint8Array => {
 /** Outputs per call into WebAssembly: bounds the scratch area whatever the length of the input. */
 const BLOCK_OUT = 4096
 const PAGE = 65536
-/** A design whose table and scratch would need more than this stays with the JavaScript loop. */
-const MAX_BYTES = 256 * 1024 * 1024
+/**
+ * A design whose table and scratch would need more than this stays with the JavaScript loop.
+ * The usual pairs need tens of KB (22050 → 24000: 20 KB); odd rates (an upload at 44101 Hz)
+ * can need hundreds of MB, and those are rare enough for the JavaScript loop.
+ */
+const MAX_BYTES = 8 * 1024 * 1024
+/**
+ * All tables admitted in this thread together. Tables are never freed (the memory only grows),
+ * so without a total a stream of distinct odd rates would grow it past 2 GiB, where the kernel's
+ * i32 addresses wrap and every later call failed; past this total new designs use JavaScript.
+ */
+const TABLES_BUDGET = 32 * 1024 * 1024
 
 /** Rounds up to a multiple of 16 (arithmetic, not bitwise: addresses may pass 2^31). */
 const align16 = (bytes: number) => Math.ceil(bytes / 16) * 16
@@ -240,8 +250,11 @@ const align16 = (bytes: number) => Math.ceil(bytes / 16) * 16
 const spanOf = (count: number, p: number, L: number, M: number, taps: number) => Math.floor((p + (count - 1) * M) / L) + taps
 
 export interface SimdKernel {
-  /** Whether a design (its table, taps and ratio) fits the kernel's memory budget (MAX_BYTES). */
-  fits(taps: number, L: number, M: number): boolean
+  /**
+   * Whether the kernel takes a design (its table and scratch within MAX_BYTES, and the table
+   * within what is left of TABLES_BUDGET); a yes counts against the budget. Asked once per design.
+   */
+  admit(taps: number, L: number, M: number): boolean
   /**
    * The same contract as Resampler.ts's JavaScript loop: out[n] is row p_n of `table` (L rows of
    * `taps`) dotted with buf[j_n …], where j_0 = j, p_0 = p and each output steps the input time
@@ -273,6 +286,8 @@ export const createSimdKernel = (wasm: WasmApi | undefined): SimdKernel | undefi
   const tables = new WeakMap<Float32Array, { readonly at: number; readonly rowBytes: number }>()
   /** End of the tables: the scratch area starts here. */
   let top = 0
+  /** Bytes of the tables admitted so far (placed or not yet). */
+  let admitted = 0
 
   const reserve = (bytes: number) => {
     if (bytes > memory.buffer.byteLength) {
@@ -295,8 +310,14 @@ export const createSimdKernel = (wasm: WasmApi | undefined): SimdKernel | undefi
   }
 
   return {
-    // By the design alone, never by what else is loaded, so that a design's kernel never changes.
-    fits: (taps, L, M) => align16(((taps + 3) & ~3) * L * 4) + align16(spanOf(BLOCK_OUT, L - 1, L, M, taps) * 4) + BLOCK_OUT * 4 <= MAX_BYTES,
+    // Asked once per design (Resampler.ts caches its answer), so a design's kernel never changes.
+    admit: (taps, L, M) => {
+      const tableBytes = align16(((taps + 3) & ~3) * L * 4)
+      if (tableBytes + align16(spanOf(BLOCK_OUT, L - 1, L, M, taps) * 4) + BLOCK_OUT * 4 > MAX_BYTES) return false
+      if (admitted + tableBytes > TABLES_BUDGET) return false
+      admitted += tableBytes
+      return true
+    },
     convolve: (table, taps, L, M, buf, j, p, out) => {
       const { at, rowBytes } = tableOf(table, taps, L)
       for (let done = 0; done < out.length; ) {

@@ -223,6 +223,25 @@ t.test("the kernel's memory grows for a large table while earlier tables stay in
   }
 })
 
+t.test("distinct odd rates past the kernel's table budget fall back to JavaScript; nothing breaks", async (t) => {
+  // Tables are never freed; 2 MB each (16000 → 8009+k Hz: L ≈ 8000 rows of 64 taps), 24 of them
+  // pass the 32 MB budget. Past 2 GiB the kernel's addresses wrapped and every later call threw.
+  const x = noise(6000, 11)
+  let js = 0
+  for (let k = 0; k < 24; k++) {
+    const fout = 8009 + 2 * k
+    const a = withKernel("js", () => resample(x, 16000, fout))
+    const b = resample(x, 16000, fout)
+    if (sameBits(a, b)) js++
+    const worst = a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0)
+    if (!t.ok(worst < 1e-6, `16000→${fout}: within ${worst.toExponential(1)}`)) break
+  }
+  t.ok(js >= 1, `${js} of 24 odd designs went to the JavaScript loop once the budget was spent`)
+  const y = noise(20_000, 12)
+  const usual = resample(y, 22050, 24000)
+  t.notOk(sameBits(usual, withKernel("js", () => resample(y, 22050, 24000))), "the usual pair still runs in the SIMD kernel")
+})
+
 t.test("fallback: without WebAssembly SIMD the JavaScript kernel runs", async (t) => {
   const bytes = kernelModule()
   const fake = (validate: boolean, compiles: boolean): WasmApi => ({
