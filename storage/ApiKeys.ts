@@ -9,7 +9,7 @@
  *   key deleted by another process (psql) stops working within milliseconds; while the LISTEN
  *   connection is down, entries live only `shortTtlMs`;
  * - `deleteKey` on PostgreSQL returns once every live instance (heartbeat within `liveWithinMs`)
- *   has said it dropped the key (a NOTIFY with a token, answered on `speech_api_keys_ack`), so
+ *   has said it dropped the key (a NOTIFY with a token, answered on the same channel), so
  *   a key deleted through any instance or the admin CLI is refused by all once that answers.
  *   An instance silent for `shortTtlMs` is dead or has its LISTEN down, and then its entries
  *   live at most that long: the delete answers then and logs which instances were silent;
@@ -36,7 +36,7 @@ import { AccountsError, userNotFound } from "./AccountsError.ts"
 import { apiKeyPrefix, displayPrefix, generateApiKey, hashApiKey, isWellFormedApiKey, randomId } from "./ApiKey.ts"
 import { BoundedCache } from "./BoundedCache.ts"
 import { Database } from "./Database.ts"
-import { acknowledgement, changeAcknowledgedByAll } from "./InstanceAcks.ts"
+import { acknowledgement, type AckBook, changeAcknowledgedByAll, hear, makeAckBook } from "./InstanceAcks.ts"
 import { newInstanceId } from "./InstanceRegistry.ts"
 
 export interface Principal {
@@ -126,10 +126,9 @@ const IN_USE_WINDOW_MS = 60_000
 
 /**
  * Channel the `api_keys` trigger of migration 0001 notifies, payload = hex of key_hash; a
- * deleter adds " <token>" to ask every listener to answer on `ackChannel` with "<token> <instance id>".
+ * deleter adds " <token>" to ask every listener to answer "ack <token> <instance id>" on it too.
  */
 const keyChannel = "speech_api_keys"
-const ackChannel = "speech_api_keys_ack"
 
 const invalidKey = () => new AccountsError({ reason: "InvalidKey", message: "invalid API key" })
 
@@ -181,6 +180,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
 
     /** The PostgreSQL client when notifications reach other processes (not embedded PGlite). */
     const crossProcessClient = Option.isSome(pg) && Option.isSome(database) && database.value.crossProcessNotify ? pg.value : undefined
+    const acks = crossProcessClient === undefined ? undefined : makeAckBook(crossProcessClient)
     if (crossProcessClient !== undefined) {
       const client = crossProcessClient
       const listenOnce = Effect.scoped(
@@ -189,13 +189,15 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
           // Changes before this point were not heard: start from an empty cache.
           invalidate(undefined)
           listening = true
+          acks!.ready.openUnsafe()
           yield* Effect.forever(Effect.gen(function*() {
             const { payload } = yield* Queue.take(notifications)
+            if (hear(acks!, payload)) return
             const [hashHex, token] = payload.split(" ")
             invalidate(hashHex)
             // Answered after the key is gone from this process's cache, never before.
             if (token !== undefined) {
-              yield* client.notify(ackChannel, acknowledgement(token, instanceId)).pipe(
+              yield* client.notify(keyChannel, acknowledgement(token, instanceId)).pipe(
                 Effect.catch((error) => Effect.logWarning("could not acknowledge an API key deletion", error))
               )
             }
@@ -204,6 +206,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       ).pipe(
         Effect.ensuring(Effect.sync(() => {
           listening = false
+          acks!.ready.closeUnsafe()
           invalidate(undefined)
         })),
         Effect.tapError((error) => Effect.logWarning("API key change notifications lost; retrying", error))
@@ -387,21 +390,21 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       })
 
     /** deleteHere, then waits for every other live instance to drop the key (see the module comment). */
-    const deleteEverywhere = (client: PgClient.PgClient, keyIdOrKey: string) =>
+    const deleteEverywhere = (listener: AckBook, keyIdOrKey: string) =>
       changeAcknowledgedByAll(
-        client,
+        listener,
         // A silent instance is dead or deaf (LISTEN down), and a deaf one caches for shortTtlMs.
-        { ackChannel, self: instanceId, liveWithinMs, timeoutMs: shortTtlMs, what: "an API key was deleted (the silent ones cache keys at most that long)" },
+        { self: instanceId, liveWithinMs, timeoutMs: shortTtlMs, what: "an API key was deleted (the silent ones cache keys at most that long)" },
         (token) =>
           Effect.gen(function*() {
             const { deleted, hashHex } = yield* deleteHere(keyIdOrKey)
-            yield* client.notify(keyChannel, `${hashHex} ${token}`)
+            yield* listener.client.notify(keyChannel, `${hashHex} ${token}`)
             return deleted
           })
       )
 
     const deleteKey = Effect.fn("ApiKeys.deleteKey")(function*(keyIdOrKey: string) {
-      if (crossProcessClient !== undefined) return yield* deleteEverywhere(crossProcessClient, keyIdOrKey)
+      if (acks !== undefined) return yield* deleteEverywhere(acks, keyIdOrKey)
       return (yield* deleteHere(keyIdOrKey)).deleted
     })
 

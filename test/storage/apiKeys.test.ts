@@ -204,6 +204,12 @@ t.test("API keys", async (t) => {
       t.equal(reasonOf(await exitOf(others[0]!.authenticate(created.apiKey))), "InvalidKey")
     }
 
+    // Deletes at once, more than the pool has connections (10): each used to hold one for its
+    // LISTEN, so nine of them took every connection and none could run its UPDATE.
+    const many = await Promise.all(Array.from({ length: 12 }, (_, i) => run(users.createUserWithKey({ name: `ivan-${i}` }))))
+    const deletedAll = await run(Effect.all(many.map((m) => deleter.deleteKey(m.keyId)), { concurrency: "unbounded" }).pipe(Effect.timeoutOption("20 seconds")))
+    t.ok(deletedAll._tag === "Some" && deletedAll.value.length === 12, "12 concurrent deletes all answered")
+
     // A live row with nobody behind it (killed without deregistering): the delete still answers,
     // after the deleter's shortTtlMs, the bound on how long a deaf instance may hold a key.
     await register("ins_silent")
