@@ -10,7 +10,8 @@
  *    speech most words come back with a high posterior; on other languages it still outputs
  *    English words, but unsure ones. The duration-weighted mean word confidence separates them.
  */
-import { detectAll } from "tinyld"
+import { createRequire } from "node:module"
+import type { detectAll as DetectAll } from "tinyld"
 import { languageInfo, presetsForLanguage } from "../engines/tts/Voices.ts"
 
 /** Fewer letter-bearing words than this and a text is not used to guess a language. */
@@ -27,12 +28,19 @@ export const ENGLISH_CONFIDENCE = 0.62
 /** Fewer recognised words than this is too little evidence either way. */
 export const MIN_RECOGNISED_WORDS = 8
 
+/**
+ * tinyld's tables are 7.6 MB of heap on the main thread, and only voice cloning with a text
+ * hint needs them: loaded on first use (its CommonJS build, so the call stays synchronous).
+ */
+let detector: typeof DetectAll | undefined
+const detectLanguages = (text: string) => (detector ??= (createRequire(import.meta.url)("tinyld") as { detectAll: typeof DetectAll }).detectAll)(text)
+
 /** The ISO 639-1 code the catalogue speaks that `text` is written in, or undefined when unsure. */
 export const languageOfText = (text: string | null | undefined): string | undefined => {
   if (text === undefined || text === null) return undefined
   const words = text.split(/\s+/).filter((w) => /\p{L}/u.test(w)).length
   if (words < MIN_TEXT_WORDS) return undefined
-  const top = detectAll(text)[0]
+  const top = detectLanguages(text)[0]
   if (top === undefined || languageInfo(top.lang) === undefined || presetsForLanguage(top.lang).length === 0) return undefined
   return top.lang
 }

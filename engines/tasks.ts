@@ -9,6 +9,7 @@
  * engines stay independent of the pool that runs them.
  */
 import { type MessagePort, threadId } from "node:worker_threads"
+import { trimNativeHeap } from "./NativeHeap.ts"
 
 /** What a handler may know about where it runs. */
 export interface TaskContext {
@@ -172,6 +173,51 @@ export const perThread = <A>(load: () => A | Promise<A>): (() => Promise<A>) => 
       })
     }
     return loaded
+  }
+}
+
+/**
+ * A per-thread resource worth giving back when unused (speech-to-text models: a PocketSphinx
+ * decoder is ~90 MB of native memory, Silero VAD ~20 MB, per thread that ran one). `use(idleMs,
+ * f)` loads it on demand (as `perThread`) and holds it while `f` runs; once nothing has used it
+ * for `idleMs`, `release` runs and the next use loads it again (PocketSphinx ≈ 0.6 s, Silero
+ * ≈ 0.1 s). `idleMs` undefined or Infinity keeps it for the life of the thread.
+ *
+ * Hazard: the release is a timer, so it needs a worker whose event loop runs between tasks
+ * (piscina `atomics: "async"`, runtime/WorkerPool.ts); a thread blocked in Atomics.wait would
+ * release only when its next task comes.
+ */
+export const perThreadWhileUsed = <A>(load: () => A | Promise<A>, release: (resource: A) => void | Promise<void>) => {
+  let loaded: Promise<A> | undefined
+  let users = 0
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const releaseIdle = (held: Promise<A>) => {
+    timer = undefined
+    if (users !== 0 || loaded !== held) return
+    loaded = undefined
+    held.then(release).then(trimNativeHeap, () => {})
+  }
+  return async <T>(idleMs: number | undefined, f: (resource: A) => T | Promise<T>): Promise<T> => {
+    clearTimeout(timer)
+    timer = undefined
+    users++
+    try {
+      if (loaded === undefined) {
+        const loading = Promise.resolve().then(load)
+        loaded = loading
+        loading.catch(() => {
+          if (loaded === loading) loaded = undefined
+        })
+      }
+      return await f(await loaded)
+    } finally {
+      users--
+      const held = loaded
+      if (users === 0 && held !== undefined && idleMs !== undefined && Number.isFinite(idleMs)) {
+        timer = setTimeout(() => releaseIdle(held), Math.max(0, idleMs))
+        timer.unref()
+      }
+    }
   }
 }
 

@@ -18,7 +18,6 @@ import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
 import { userRoutes } from "../protocol/routes/user.ts"
 import { voiceCatalogueRoutes, voiceRoutes } from "../protocol/routes/voices.ts"
 import { BlobStore, localBlobStoreLayer } from "../storage/BlobStore.ts"
-import { makeS3BlobStore } from "../storage/S3BlobStore.ts"
 import { recognitionJobsLayer } from "../storage/RecognitionJobs.ts"
 import { SavedSpeakers, savedSpeakersLayer } from "../storage/SavedSpeakers.ts"
 import { sharedSecret } from "../storage/ServiceSecrets.ts"
@@ -141,7 +140,10 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).
   const engines = Layer.mergeAll(
     PoolTts.layer,
-    PoolRecognizer.layerWith({ pocketsphinx: pocketsphinxOptions(config) }),
+    PoolRecognizer.layerWith({
+      pocketsphinx: pocketsphinxOptions(config),
+      ...(config.sttModelIdleReleaseS > 0 ? { releaseAfterMs: config.sttModelIdleReleaseS * 1000 } : {})
+    }),
     PoolSpeakerEmbedding.layer(speakerModel),
     PoolCloneAnalysis.layer,
     PoolDenoiser.layer,
@@ -151,7 +153,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   // Clone samples and job uploads; the local store's presigned addresses point at this service
   // (its URL is known only after listening with PORT=0: read per address).
   const blobStore = config.blobStore === "s3"
-    ? Layer.sync(BlobStore, () =>
+    // The AWS SDK (~4 MB of heap) is loaded only when S3 is configured.
+    ? Layer.effect(BlobStore, Effect.map(Effect.promise(() => import("../storage/S3BlobStore.ts")), ({ makeS3BlobStore }) =>
       makeS3BlobStore({
         bucket: Option.getOrThrow(config.s3Bucket),
         endpoint: Option.getOrUndefined(config.s3Endpoint),
@@ -160,7 +163,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
         credentials: Option.isSome(config.s3AccessKeyId) && Option.isSome(config.s3SecretAccessKey)
           ? { accessKeyId: config.s3AccessKeyId.value, secretAccessKey: Redacted.value(config.s3SecretAccessKey.value) }
           : undefined
-      }))
+      })))
     : Layer.unwrap(Effect.map(sharedSecret("upload_signing"), (secret) =>
       localBlobStoreLayer(path.join(config.dataDir, "blobs"), { baseUrl: () => `${siteAddress.current}${uploadPath(config.apiBase)}`, secret }))).pipe(
         Layer.provide(accounts)

@@ -85,9 +85,12 @@ export const segmentSamples = (audio: PcmSource, segment: { readonly startMs: nu
 export interface PoolRecognizerOptions {
   /** Library and model locations (POCKETSPHINX_LIBRARY, POCKETSPHINX_MODEL_DIR); default Debian's. */
   readonly pocketsphinx?: PocketSphinxOptions
+  /** Threads give their speech-to-text models back after this long unused, ms (STT_MODEL_IDLE_RELEASE_S); undefined keeps them. */
+  readonly releaseAfterMs?: number
 }
 
 const makePoolRecognizer = (options: PoolRecognizerOptions = {}) => Effect.map(Inference, (pool) => {
+  const release = options.releaseAfterMs !== undefined ? { releaseAfterMs: options.releaseAfterMs } : {}
   const findSpeech = (audio: PcmSource, options: FindSpeechOptions = {}) =>
     Effect.gen(function*() {
       const probabilities = new Float32Array(Math.ceil(audio.samples / VAD_FRAME_SAMPLES))
@@ -96,7 +99,8 @@ const makePoolRecognizer = (options: PoolRecognizerOptions = {}) => Effect.map(I
       for (let from = 0; from < audio.samples; from += VAD_BLOCK_SAMPLES) {
         const block = yield* audio.read(from, Math.min(audio.samples, from + VAD_BLOCK_SAMPLES))
         const moved = [block.buffer as ArrayBuffer, ...(carry !== undefined ? [carry.state.buffer as ArrayBuffer, carry.context.buffer as ArrayBuffer] : [])]
-        const out = yield* pool.run("vad.probabilities", { pcm: block, ...(carry !== undefined ? { carry } : {}) } satisfies VadProbabilitiesInput, {
+        const input: VadProbabilitiesInput = { pcm: block, ...(carry !== undefined ? { carry } : {}), ...release }
+        const out = yield* pool.run("vad.probabilities", input, {
           priority: options.priority ?? "batch",
           transfer: moved
         })
@@ -107,7 +111,7 @@ const makePoolRecognizer = (options: PoolRecognizerOptions = {}) => Effect.map(I
       return speechSegments(probabilities, VAD_FRAME_MS, (audio.samples * 1000) / RECOGNIZER_SAMPLE_RATE) as ReadonlyArray<SpeechSegment>
     }).pipe(Effect.mapError(transcriptionFromEngine))
 
-  const engine = options.pocketsphinx !== undefined ? { pocketsphinx: options.pocketsphinx } : {}
+  const engine = { ...(options.pocketsphinx !== undefined ? { pocketsphinx: options.pocketsphinx } : {}), ...release }
   const recognize = (audio: PcmSource, segments: ReadonlyArray<SpeechSegment>, options: RecognizeOptions) => {
     // Progress by speech duration: segments differ in length and finish out of order.
     const totalMs = segments.reduce((sum, s) => sum + (s.endMs - s.startMs), 0)

@@ -6,7 +6,7 @@
  * loaded once. `sampleOffset` places the segment in the whole recording, so the words come
  * back with absolute times and segments can run on different workers in any order.
  */
-import { defineTasks, perThread, TaskError } from "../tasks.ts"
+import { defineTasks, perThreadWhileUsed, TaskError } from "../tasks.ts"
 import { ASR_SAMPLE_RATE, AsrError, type AsrEngine, type AsrEngineId } from "./AsrEngine.ts"
 import { PocketSphinxAsr, type PocketSphinxOptions } from "./PocketSphinxAsr.ts"
 
@@ -21,6 +21,11 @@ export interface RecognizeInput {
   readonly engine?: AsrEngineId
   /** Library and model locations; each distinct value loads its own decoder per thread. */
   readonly pocketsphinx?: PocketSphinxOptions
+  /**
+   * Give the decoder back (ps_free, ~90 MB) once this thread has not recognised anything for
+   * this long, ms (MODEL_IDLE_RELEASE_S); undefined keeps it for the life of the thread.
+   */
+  readonly releaseAfterMs?: number
 }
 
 export interface RecognizedWord {
@@ -43,14 +48,14 @@ export interface RecognizeOutput {
   readonly engineMs: number
 }
 
-const engines = new Map<string, () => Promise<AsrEngine>>()
+const engines = new Map<string, ReturnType<typeof perThreadWhileUsed<AsrEngine>>>()
 
-const engineFor = (input: RecognizeInput): Promise<AsrEngine> => {
+const withEngine = <T>(input: RecognizeInput, f: (engine: AsrEngine) => Promise<T>): Promise<T> => {
   const options = input.pocketsphinx ?? {}
   const key = JSON.stringify([input.engine ?? "pocketsphinx", options.libraryPath, options.modelDirectory, options.extraArgs])
-  let load = engines.get(key)
-  if (load === undefined) engines.set(key, (load = perThread(() => PocketSphinxAsr.load(options))))
-  return load()
+  let use = engines.get(key)
+  if (use === undefined) engines.set(key, (use = perThreadWhileUsed<AsrEngine>(() => PocketSphinxAsr.load(options), (engine) => engine.dispose())))
+  return use(input.releaseAfterMs, f)
 }
 
 const asTaskError = (e: unknown): unknown => (AsrError.is(e) ? new TaskError(e.reason, e.message, "AsrError") : e)
@@ -62,13 +67,14 @@ export const asrTasks = defineTasks({
       throw new TaskError("InvalidInput", `sampleOffset must be a non-negative integer, got ${input.sampleOffset}`, "AsrError")
     }
     try {
-      const engine = await engineFor(input)
-      const started = performance.now()
-      const result = await engine.recognize(input.pcm, input.language === undefined ? undefined : { language: input.language })
-      const engineMs = performance.now() - started
-      const offsetMs = (input.sampleOffset * 1000) / ASR_SAMPLE_RATE
-      const words = result.words.map((w) => ({ ...w, startMs: w.startMs + offsetMs, endMs: w.endMs + offsetMs }))
-      return { language: result.language, words, durationMs: (input.pcm.length * 1000) / ASR_SAMPLE_RATE, engineMs }
+      return await withEngine(input, async (engine) => {
+        const started = performance.now()
+        const result = await engine.recognize(input.pcm, input.language === undefined ? undefined : { language: input.language })
+        const engineMs = performance.now() - started
+        const offsetMs = (input.sampleOffset * 1000) / ASR_SAMPLE_RATE
+        const words = result.words.map((w) => ({ ...w, startMs: w.startMs + offsetMs, endMs: w.endMs + offsetMs }))
+        return { language: result.language, words, durationMs: (input.pcm.length * 1000) / ASR_SAMPLE_RATE, engineMs }
+      })
     } catch (e) {
       throw asTaskError(e)
     }

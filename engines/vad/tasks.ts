@@ -11,7 +11,7 @@
  * streamed in blocks gets the probabilities one call over the whole of it would give; the caller
  * turns them into segments with `speechSegments`. Blocks are whole frames but the last.
  */
-import { defineTasks, perThread, TaskError, type Transfer, transfer } from "../tasks.ts"
+import { defineTasks, perThreadWhileUsed, TaskError, type Transfer, transfer } from "../tasks.ts"
 import { SileroVad, VAD_FRAME_MS, VAD_SAMPLE_RATE, VadError, type VadCarry } from "./SileroVad.ts"
 import type { SpeechSegment, VadOptions } from "./SpeechSegments.ts"
 
@@ -23,6 +23,8 @@ export interface VadSegmentsInput {
   readonly options?: Partial<VadOptions>
   /** Return the per-frame probabilities too (moved, not copied); for diarization and tests. */
   readonly withProbabilities?: boolean
+  /** Give the model back once this thread has not used it for this long, ms; undefined keeps it. */
+  readonly releaseAfterMs?: number
 }
 
 export interface VadSegmentsOutput {
@@ -42,6 +44,8 @@ export interface VadProbabilitiesInput {
   readonly pcm: Int16Array
   /** What the previous block returned; absent for the first block. */
   readonly carry?: VadCarry
+  /** Give the model back once this thread has not used it for this long, ms; undefined keeps it. */
+  readonly releaseAfterMs?: number
 }
 
 export interface VadProbabilitiesOutput {
@@ -52,11 +56,12 @@ export interface VadProbabilitiesOutput {
   readonly engineMs: number
 }
 
-const silero = perThread(() => SileroVad.load())
+const silero = perThreadWhileUsed(() => SileroVad.load(), (vad) => vad.dispose())
 
-const loadSilero = async (): Promise<SileroVad> => {
+/** Runs `f` with this thread's model, loading it if needed. */
+const withSilero = async <T>(releaseAfterMs: number | undefined, f: (vad: SileroVad) => Promise<T>): Promise<T> => {
   try {
-    return await silero()
+    return await silero(releaseAfterMs, f)
   } catch (e) {
     throw VadError.is(e) ? new TaskError(e.reason, e.message, "VadError") : e
   }
@@ -67,16 +72,15 @@ export const vadTasks = defineTasks({
     if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
     const sampleOffset = input.sampleOffset ?? 0
     if (!Number.isInteger(sampleOffset) || sampleOffset < 0) throw new TaskError("InvalidInput", `bad sampleOffset ${sampleOffset}`, "VadError")
-    const vad = await loadSilero()
-    const started = performance.now()
-    let result
-    try {
-      result = await vad.segments(input.pcm, input.options)
-    } catch (e) {
-      if (e instanceof RangeError) throw new TaskError("InvalidInput", e.message, "VadError")
-      throw e
-    }
-    const engineMs = performance.now() - started
+    const { result, engineMs } = await withSilero(input.releaseAfterMs, async (vad) => {
+      const started = performance.now()
+      try {
+        return { result: await vad.segments(input.pcm, input.options), engineMs: performance.now() - started }
+      } catch (e) {
+        if (e instanceof RangeError) throw new TaskError("InvalidInput", e.message, "VadError")
+        throw e
+      }
+    })
     const offsetMs = (sampleOffset * 1000) / VAD_SAMPLE_RATE
     const segments = result.segments.map((s) => ({ startMs: s.startMs + offsetMs, endMs: s.endMs + offsetMs }))
     const base = { segments, frameMs: VAD_FRAME_MS, durationMs: result.durationMs, engineMs }
@@ -86,15 +90,11 @@ export const vadTasks = defineTasks({
   },
   "vad.probabilities": async (input: VadProbabilitiesInput): Promise<Transfer<VadProbabilitiesOutput>> => {
     if (!(input.pcm instanceof Int16Array)) throw new TaskError("InvalidInput", "pcm must be an Int16Array", "VadError")
-    const vad = await loadSilero()
-    const started = performance.now()
-    let result
-    try {
-      result = await vad.continueProbabilities(input.pcm, input.carry)
-    } catch (e) {
-      throw VadError.is(e) ? new TaskError(e.reason, e.message, "VadError") : e
-    }
-    const output: VadProbabilitiesOutput = { ...result, engineMs: performance.now() - started }
-    return transfer(output, [result.probabilities.buffer as ArrayBuffer, result.carry.state.buffer as ArrayBuffer, result.carry.context.buffer as ArrayBuffer])
+    const output: VadProbabilitiesOutput = await withSilero(input.releaseAfterMs, async (vad) => {
+      const started = performance.now()
+      const result = await vad.continueProbabilities(input.pcm, input.carry)
+      return { ...result, engineMs: performance.now() - started }
+    })
+    return transfer(output, [output.probabilities.buffer as ArrayBuffer, output.carry.state.buffer as ArrayBuffer, output.carry.context.buffer as ArrayBuffer])
   }
 })

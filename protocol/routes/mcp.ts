@@ -11,11 +11,10 @@
  * uses the scopes of the token it carries, so a token with fewer scopes gets fewer tools to work.
  */
 import { Effect } from "effect"
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js"
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
+import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { randomUUID } from "node:crypto"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
-import { registerTools, type RequestAuth } from "../mcp/McpTools.ts"
+import type { RequestAuth } from "../mcp/McpTools.ts"
 import type { Principal } from "../../storage/ApiKeys.ts"
 
 export interface McpRouteOptions {
@@ -43,6 +42,19 @@ const MAX_BODY_BYTES = 28 * 1024 * 1024
 const jsonRpcError = (status: number, message: string) =>
   Reply.json(status, { jsonrpc: "2.0", error: { code: -32000, message }, id: null })
 
+/**
+ * The MCP SDK, zod and the tool definitions are 10 MB of heap on the main thread: loaded when the
+ * first session opens, not at start-up (most deployments never see an MCP client).
+ */
+const loadSdk = Effect.promise(async () => {
+  const [{ McpServer }, { WebStandardStreamableHTTPServerTransport }, { registerTools }] = await Promise.all([
+    import("@modelcontextprotocol/sdk/server/mcp.js"),
+    import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),
+    import("../mcp/McpTools.ts")
+  ])
+  return { McpServer, WebStandardStreamableHTTPServerTransport, registerTools }
+})
+
 export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
   const sessions = new Map<string, Session>()
 
@@ -56,7 +68,7 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
     while (sessions.size >= o.maxSessions) close(sessions.keys().next().value!)
   }
 
-  const open = (principal: Principal) => {
+  const open = (principal: Principal) => Effect.flatMap(loadSdk, ({ McpServer, WebStandardStreamableHTTPServerTransport, registerTools }) => {
     const server = new McpServer({ name: "speech-service", version: o.version }, { capabilities: { tools: {} } })
     let session: Session | undefined
     const transport = new WebStandardStreamableHTTPServerTransport({
@@ -70,7 +82,7 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
     const current = session
     registerTools(server, { tmpDir: o.tmpDir, allowPrivateUrls: o.allowPrivateUrls })
     return Effect.promise(() => server.connect(transport)).pipe(Effect.as(current))
-  }
+  })
 
   const handle = (ctx: RequestContext) =>
     Effect.gen(function*() {
