@@ -155,9 +155,14 @@ export const runSegments = <E, R>(
     // gates its delivery: out of credits still answers 402 before any audio, and the round trip
     // is off the time to first audio. `reserve` is uninterruptible, so once it ran its outcome
     // is known to the settle below.
+    // When this process heard recently that the balance covers the cost, the first audio does not
+    // wait for the round trip either; the reservation is then awaited at the end of the first
+    // segment, and its refusal (the credits were spent elsewhere meanwhile) ends the stream there.
     const cost = ttsCredits(speech.text)
+    const credits = yield* Credits
+    const early = speech.userId !== null && credits.covers(speech.userId, cost)
     const reservation = yield* Effect.forkChild(
-      speech.userId === null ? Effect.succeed(undefined) : Effect.flatMap(Credits, (c) => c.reserve(speech.userId!, cost, { purpose: CreditPurpose.tts }))
+      speech.userId === null ? Effect.succeed(undefined) : credits.reserve(speech.userId, cost, { purpose: CreditPurpose.tts })
     )
     const run = streamInOrder(
       speech.segments,
@@ -173,7 +178,7 @@ export const runSegments = <E, R>(
       },
       (pcm, segment, index) =>
         Effect.gen(function*() {
-          if (!started) yield* Fiber.join(reservation)
+          if (!started && !early) yield* Fiber.join(reservation)
           started = true
           // Audio of this segment is going out: its characters are owed from now on.
           deliveredChars = segment.charEnd
@@ -182,7 +187,7 @@ export const runSegments = <E, R>(
         }),
       (summary, segment, index) =>
         Effect.gen(function*() {
-          if (!started) yield* Fiber.join(reservation) // a segment with no audio at all
+          if (!started || (early && index === 0)) yield* Fiber.join(reservation) // no audio at all, or sent early
           started = true
           deliveredChars = segment.charEnd
           if (handlers.segment !== undefined) {

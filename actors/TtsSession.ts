@@ -41,7 +41,7 @@ import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { SpeechError } from "../engines/tts/SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
 import { forEachBlock } from "./SentenceStream.ts"
-import { debitThenSend } from "./ChunkCharge.ts"
+import { payWithFirstFrame, Unpaid } from "./ChunkCharge.ts"
 import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
 import type { ContextId, Inbox, SessionEnd, SessionInput, SessionOutput, SessionRequest, SessionSocket } from "./TtsSessionMessages.ts"
@@ -214,18 +214,21 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         switch (result._tag) {
           case "Audio": {
             // Blocks go out as they come but one: the last carries the alignment, known at the end.
-            // The chunk is debited with its first frame (actors/ChunkCharge.ts), not on its first block.
+            // The chunk is debited with its first frame (actors/ChunkCharge.ts), not on its first block;
+            // a debit behind a frame sent early is joined after the last frame.
             let held: Int16Array | undefined
             let paid = false
-            const [cost, origin] = [ttsCredits(result.chunk.text), { purpose: CreditPurpose.ttsWebSocket }]
+            let debited: Fiber.Fiber<unknown, Unpaid> | undefined
+            const charge = { userId, cost: ttsCredits(result.chunk.text), origin: { purpose: CreditPurpose.ttsWebSocket } }
             const sendPaid = (frame: SessionOutput) => Effect.suspend(() =>
-              paid ? send(frame) : ((paid = true), debitThenSend(credits.debit(userId, cost, origin), Effect.suspend(() => credits.refund(userId, cost, origin)), send(frame))))
+              paid ? send(frame) : ((paid = true), Effect.map(payWithFirstFrame(credits, charge, send(frame)), (fiber) => void (debited = fiber))))
             const unpaid = (failure: unknown) => fail(ctx, failure, (failure as { reason?: unknown }).reason === "InsufficientCredits" ? "Violation" : "Failure")
-            const notPaid = yield* forEachBlock(result.blocks, (pcm) =>
+            const refusal = <A, E, R>(sent: Effect.Effect<A, E, R>) => sent.pipe(Effect.as(undefined), Effect.catchIf((e): e is Unpaid & E => e instanceof Unpaid, (e) => Effect.succeed(e.failure)))
+            const notPaid = yield* refusal(forEachBlock(result.blocks, (pcm) =>
               Effect.gen(function*() {
                 if (held !== undefined) yield* sendPaid({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
                 held = pcm
-              })).pipe(Effect.as(undefined), Effect.catchTag("Unpaid", (e) => Effect.succeed(e.failure)))
+              })))
             if (notPaid !== undefined) return yield* unpaid(notPaid)
             const exit = yield* Fiber.await(result.synthesis)
             if (exit._tag === "Failure") {
@@ -235,7 +238,8 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             const { samples, sampleRate, words } = exit.value
             const frame: SessionOutput = { _tag: "Audio", contextId: ctx.id, audio: encode(held ?? new Int16Array(0)), text: result.chunk.raw, lead: result.chunk.lead, words, durationMs: (samples * 1000) / sampleRate }
             // A chunk with no audio at all is not charged.
-            const lastNotPaid = yield* (held === undefined ? send(frame) : sendPaid(frame)).pipe(Effect.as(undefined), Effect.catchTag("Unpaid", (e) => Effect.succeed(e.failure)))
+            const lastNotPaid = yield* refusal((held === undefined ? send(frame) : sendPaid(frame)).pipe(
+              Effect.andThen(Effect.suspend(() => (debited === undefined ? Effect.void : Fiber.join(debited))))))
             if (lastNotPaid !== undefined) return yield* unpaid(lastNotPaid)
             yield* Metric.update(audioFramesSent, 1)
             break

@@ -5,7 +5,8 @@
  * through storage/Users.ts.
  *
  * Credits are never cached: `debit` and `reserve` are one conditional UPDATE, so concurrent
- * spenders cannot overdraw an account, on any number of processes. Work whose cost is known only
+ * spenders cannot overdraw an account, on any number of processes. (`covers` only lets audio go
+ * out while that statement runs, from the balance it last returned: storage/BalanceHints.ts.) Work whose cost is known only
  * at its end holds a reservation (`reserve`, then `settle` or `release`), which a crash cannot
  * leave charged: storage/InstanceRegistry.ts gives back reservations of dead processes. Every
  * grant, debit and refund is written to the ledger, listed by `ledger`.
@@ -29,6 +30,7 @@ import {
   takeCredits
 } from "./CreditLedger.ts"
 import { newInstanceId } from "./InstanceRegistry.ts"
+import { makeBalanceHints } from "./BalanceHints.ts"
 
 export type { CreditOrigin, LedgerEntry, LedgerPage, Reservation } from "./CreditLedger.ts"
 
@@ -57,6 +59,12 @@ export interface CreditsShape {
   readonly release: (reservation: Reservation) => Effect.Effect<void, SqlError>
   /** Credits of the user held by open reservations (not part of `Users.balance`). */
   readonly reserved: (userId: string) => Effect.Effect<number, SqlError>
+  /**
+   * Whether audio worth `amount` may go out before the debit or reservation paying for it has
+   * answered: this process heard the user's balance recently and it covers the amount
+   * (storage/BalanceHints.ts). The statement must still run; its refusal stops the work.
+   */
+  readonly covers: (userId: string, amount: number) => boolean
   /** The user's ledger entries, newest first. */
   readonly ledger: (userId: string, page?: LedgerPage) => Effect.Effect<ReadonlyArray<LedgerEntry>, AccountsError | SqlError>
 }
@@ -77,12 +85,14 @@ export const makeCredits = (options: CreditsOptions = {}) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient
     const instanceId = options.instanceId ?? newInstanceId()
+    const hints = makeBalanceHints()
 
     /** Why a conditional decrement found nothing to take. */
     const shortOf = (userId: string, amount: number) =>
       Effect.gen(function*() {
         const current = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
         if (current[0] === undefined) return yield* Effect.fail(userNotFound(userId))
+        hints.heard(userId, toNumber(current[0].credits))
         return yield* Effect.fail(insufficient(amount, toNumber(current[0].credits)))
       })
 
@@ -91,6 +101,7 @@ export const makeCredits = (options: CreditsOptions = {}) =>
         yield* requireAmount(`Credits.${kind}`, amount)
         const credits = yield* addCredits(sql, kind, userId, amount, origin)
         if (credits === undefined) return yield* Effect.fail(userNotFound(userId))
+        hints.heard(userId, credits)
         return credits
       })
 
@@ -105,7 +116,9 @@ export const makeCredits = (options: CreditsOptions = {}) =>
     const debit = Effect.fn("Credits.debit")(function*(userId: string, amount: number, origin?: CreditOrigin) {
       yield* requireAmount("Credits.debit", amount)
       const credits = yield* takeCredits(sql, userId, amount, origin)
-      return credits ?? (yield* shortOf(userId, amount))
+      if (credits === undefined) return yield* shortOf(userId, amount)
+      hints.heard(userId, credits)
+      return credits
     })
 
     // Uninterruptible as a whole: an interruption between the statement and the return would
@@ -115,6 +128,7 @@ export const makeCredits = (options: CreditsOptions = {}) =>
       const reservation: Reservation = { id: newReservationId(), userId, amount }
       const credits = yield* insertReservation(sql, reservation, instanceId, origin)
       if (credits === undefined) return yield* shortOf(userId, amount)
+      hints.heard(userId, credits)
       return reservation
     }, Effect.uninterruptible)
 
@@ -151,7 +165,7 @@ export const makeCredits = (options: CreditsOptions = {}) =>
       return entries
     })
 
-    return Credits.of({ grantCredits, refund, debit, reserve, resize, settle, release, reserved, ledger })
+    return Credits.of({ grantCredits, refund, debit, reserve, resize, settle, release, reserved, covers: hints.covers, ledger })
   })
 
 /** Credits over the `SqlClient` in context; reservations are taken under `instanceId`. */

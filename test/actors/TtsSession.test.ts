@@ -55,7 +55,8 @@ const withSession = <A>(
     dropPreview: () => Effect.void
   }))
   const credits = Layer.succeed(Credits, {
-    debit: (_userId: string, amount: number) => Effect.sync(() => debits.push(amount))
+    debit: (_userId: string, amount: number) => Effect.sync(() => debits.push(amount)),
+    covers: () => false
   } as unknown as Credits["Service"])
   return Effect.runPromise(Effect.gen(function*() {
     const inbox = Inbox.make()

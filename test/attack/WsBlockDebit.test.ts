@@ -35,7 +35,9 @@ const withSession = <A>(
   streamer: Streamer,
   debit: (amount: number) => Effect.Effect<number, unknown>,
   body: (h: { outputs: Array<SessionOutput>; ended: Deferred.Deferred<SessionEnd>; inbox: Inbox; send: (f: Partial<Omit<SessionRequest, "_tag">>) => Effect.Effect<void> }) => Effect.Effect<A>,
-  idleTimeoutMs = 20_000
+  idleTimeoutMs = 20_000,
+  /** What `Credits.covers` answers: true takes the early path (frame first, then the debit). */
+  covers = false
 ): Promise<A> => {
   const synthesizer = Layer.succeed(Synthesizer, Synthesizer.of({
     voices: [],
@@ -50,7 +52,8 @@ const withSession = <A>(
   // A refund is recorded as a negative debit, so the sum of `debits` is what the account paid.
   const credits = Layer.succeed(Credits, {
     debit: (_u: string, amount: number) => debit(amount),
-    refund: (_u: string, amount: number) => debit(-amount)
+    refund: (_u: string, amount: number) => debit(-amount),
+    covers: () => covers
   } as unknown as Credits["Service"])
   return Effect.runPromise(Effect.gen(function*() {
     const inbox = Inbox.make()
@@ -208,4 +211,49 @@ t.test("cancel right after a flush, at every scheduling point: the idle timeout 
     if (!ended) stuck.push(yields)
   }
   t.same(stuck, [], "no session stays open for ever (listed: yields between flush and cancel)")
+})
+
+t.test("early path (the balance was heard to cover it): the first frame goes before the debit, which is still taken once per chunk", async (t) => {
+  const gate = Effect.runSync(Deferred.make<void>())
+  const events: Array<string> = []
+  const outputs = await withSession(oneBlockThenWait(gate), (n) => Effect.sync(() => events.push(`debit ${n}`)), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: " " })
+      yield* h.send({ text: "Tere hommikust.", flush: true })
+      events.push(`frames ${h.outputs.length}`)
+      yield* Deferred.succeed(gate, undefined)
+      yield* settle
+      events.push(`frames ${h.outputs.length}`)
+      return h.outputs
+    }), 20_000, true)
+  t.same(tags(outputs), ["AudioBlock", "Audio", "FlushDone"])
+  t.same(events, ["frames 0", "debit 15", "frames 3"], "one debit for the chunk")
+})
+
+t.test("early path refused (credits spent elsewhere meanwhile): the session ends with the error after that chunk, nothing more is sent or debited", async (t) => {
+  const oneBlock: Streamer = (_r, onBlock) => Effect.sync(() => (onBlock(block()), summary(240)))
+  let attempts = 0
+  const result = await withSession(oneBlock, () => Effect.suspend(() => (attempts++, Effect.fail({ reason: "InsufficientCredits" }))), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: "Tere. ", flush: true })
+      yield* h.send({ text: "Teine lause.", flush: true })
+      return { outputs: h.outputs, end: yield* Deferred.await(h.ended) }
+    }), 20_000, true)
+  t.same(tags(result.outputs), ["Audio", "Error"], "the chunk that went early, then the error; no flushDone, no second chunk")
+  t.equal(result.end.kind, "Violation")
+  t.equal(attempts, 1)
+})
+
+t.test("early path with a cancel right after the first frame: the debit still completes (that frame was delivered)", async (t) => {
+  const twoBlocksThenWait: Streamer = (_r, onBlock) => Effect.andThen(Effect.sync(() => (onBlock(block()), onBlock(block()))), Effect.never)
+  const debits: Array<number> = []
+  const outputs = await withSession(twoBlocksThenWait, (n) => Effect.sync(() => debits.push(n)), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: " " })
+      yield* h.send({ text: "Tere hommikust.", flush: true })
+      yield* h.send({ cancel: true })
+      return h.outputs
+    }), 20_000, true)
+  t.same(tags(outputs), ["AudioBlock", "Cancelled"], "the first block went out, the second was held when the cancel came")
+  t.same(debits, [15], "the delivered frame is paid for")
 })

@@ -21,6 +21,7 @@ import { HttpMetrics } from "../../runtime/Metrics.ts"
 import { Router } from "../../runtime/Router.ts"
 import { ApiKeys } from "../../storage/ApiKeys.ts"
 import { Users } from "../../storage/Users.ts"
+import { Credits, makeCredits } from "../../storage/Credits.ts"
 import { accountLayers } from "../support/accounts.ts"
 import { useTestDatabaseWith } from "../support/database.ts"
 import { startTestService } from "../support/service.ts"
@@ -627,6 +628,33 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
     t.notOk(new TextDecoder().decode(bytes.subarray(-200)).includes("detail"), "no error body after the audio")
     const charged = segments[1]!.charEnd
     t.ok(await eventually(async () => (await creditsLeft()) === before - charged), `only the delivered ${charged} characters are charged`)
+  })
+
+  await t.test("credits spent elsewhere after this process heard the balance: the first sentence goes out early, the refused reservation ends the stream, nothing is charged", async (t) => {
+    const spender = await db.run(Effect.flatMap(Users, (a) => a.createUserWithKey({ name: "early", credits: 200 })))
+    const streamAs = (text: string) =>
+      fetch(`http://127.0.0.1:${server.port}/api/v1/text-to-speech/${ESTONIAN}/stream?output_format=pcm_24000`, {
+        method: "POST",
+        headers: { "xi-api-key": spender.apiKey, "content-type": "application/json" },
+        body: JSON.stringify({ text })
+      })
+    const text = [sentences[0], sentences[1]].join(" ")
+    const first = await streamAs(text)
+    t.equal(first.status, 200)
+    t.equal((await readStream(first)).error, undefined, "a clean stream: this process now knows the balance")
+    const left = await db.run(Effect.flatMap(Users, (a) => a.balance(spender.userId)))
+    t.equal(left, 200 - text.length)
+    // Another process (a second Credits, with hints of its own) spends the rest.
+    await db.run(Effect.flatMap(makeCredits(), (other) => other.debit(spender.userId, left)))
+    const res = await streamAs(text)
+    t.equal(res.status, 200, "sent early: the head and the first sentence did not wait for the reservation")
+    const { bytes, error } = await readStream(res)
+    t.ok(error !== undefined, "then the stream is cut (a short read)")
+    const segments = segmentSentences(text, { locale: "et" })
+    t.equal(bytes.length, fakePcm(segments[0]!.text).length * 2, "exactly the first sentence's audio")
+    t.equal(await db.run(Effect.flatMap(Users, (a) => a.balance(spender.userId))), 0, "nothing charged, nothing overdrawn")
+    t.equal(await db.run(Effect.flatMap(Credits, (c) => c.reserved(spender.userId))), 0, "no reservation left open")
+    await expectError(t, await streamAs(text), 402)
   })
 
   await t.test("with-timestamps stream: the same short read after the delivered lines", async (t) => {
