@@ -199,7 +199,14 @@ export const runSegments = <E, R>(
           offsetMs += (summary.samples * 1000) / summary.sampleRate
         })
     )
-    return yield* run.pipe(
+    // Text some voices render as no audio at all (punctuation only, on some Flite voices) is
+    // refused like other unspeakable text, not answered with an empty 200; nothing is charged.
+    const spoken = Effect.andThen(run, Effect.suspend(() => {
+      if (offsetMs > 0) return Effect.void
+      deliveredChars = 0
+      return Effect.fail(new SpeechError({ reason: "InvalidRequest", message: "the text holds nothing this voice can speak" }))
+    }))
+    return yield* spoken.pipe(
       Effect.onExit((exit) =>
         Effect.flatMap(Fiber.await(reservation), (held) =>
           held._tag !== "Success"

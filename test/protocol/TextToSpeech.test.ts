@@ -253,6 +253,17 @@ t.test("credits: debited by text length on success; too few credits is 402 and n
   t.equal(await balance(exact.userId), 0)
 })
 
+t.test("text a voice renders as no audio at all (punctuation only on Flite's kal voices) is 400, not an empty 200, and costs nothing", async (t) => {
+  for (const voice of ["walter-en", "kevin-en"]) {
+    for (const text of ["----------", "\"\"\"\""]) {
+      const before = await balance(owner.userId)
+      await expectError(t, await post(`/text-to-speech/${voice}`, { text }), 400, "invalid_request")
+      await expectError(t, await post(`/text-to-speech/${voice}/stream`, { text }), 400, "invalid_request")
+      t.ok(await eventually(async () => (await balance(owner.userId)) === before), `${voice} ${text}: nothing charged`)
+    }
+  }
+})
+
 t.test("deterministic: the same request twice gives identical bytes", async (t) => {
   for (const voice of [ESTONIAN, ENGLISH_FLITE]) {
     const body = { text: voice === ESTONIAN ? THREE_SENTENCES_ET : "The quick brown fox jumps over the lazy dog. Twice, in fact." }
