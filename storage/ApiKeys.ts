@@ -178,21 +178,20 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       }
     }
 
-    /** The PostgreSQL client when notifications reach other processes (not embedded PGlite). */
-    const crossProcessClient = Option.isSome(pg) && Option.isSome(database) && database.value.crossProcessNotify ? pg.value : undefined
-    const acks = crossProcessClient === undefined ? undefined : makeAckBook(crossProcessClient)
-    if (crossProcessClient !== undefined) {
-      const client = crossProcessClient
+    /** Deletions wait for other processes only where notifications reach them (not embedded PGlite). */
+    const acks = Option.isSome(pg) && Option.isSome(database) && database.value.crossProcessNotify ? makeAckBook(pg.value) : undefined
+    if (acks !== undefined) {
+      const { client } = acks
       const listenOnce = Effect.scoped(
         Effect.gen(function*() {
           const notifications = yield* client.listen(keyChannel)
           // Changes before this point were not heard: start from an empty cache.
           invalidate(undefined)
           listening = true
-          acks!.ready.openUnsafe()
+          acks.ready.openUnsafe()
           yield* Effect.forever(Effect.gen(function*() {
             const { payload } = yield* Queue.take(notifications)
-            if (hear(acks!, payload)) return
+            if (hear(acks, payload)) return
             const [hashHex, token] = payload.split(" ")
             invalidate(hashHex)
             // Answered after the key is gone from this process's cache, never before.
@@ -206,7 +205,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       ).pipe(
         Effect.ensuring(Effect.sync(() => {
           listening = false
-          acks!.ready.closeUnsafe()
+          acks.ready.closeUnsafe()
           invalidate(undefined)
         })),
         Effect.tapError((error) => Effect.logWarning("API key change notifications lost; retrying", error))

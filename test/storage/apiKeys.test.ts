@@ -5,6 +5,7 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
+import fc from "fast-check"
 import t from "tap"
 import { hashApiKey } from "../../storage/ApiKey.ts"
 import { ApiKeys, type ApiKeysShape, apiKeyScopes, makeApiKeys } from "../../storage/ApiKeys.ts"
@@ -209,6 +210,24 @@ t.test("API keys", async (t) => {
     const many = await Promise.all(Array.from({ length: 12 }, (_, i) => run(users.createUserWithKey({ name: `ivan-${i}` }))))
     const deletedAll = await run(Effect.all(many.map((m) => deleter.deleteKey(m.keyId)), { concurrency: "unbounded" }).pipe(Effect.timeoutOption("20 seconds")))
     t.ok(deletedAll._tag === "Some" && deletedAll.value.length === 12, "12 concurrent deletes all answered")
+
+    // Anything on the channel (other tools, a hand-typed NOTIFY, payloads shaped like answers):
+    // no listener dies of it, and the next delete is still acknowledged by both at once.
+    const junk = fc.sample(fc.oneof(
+      fc.string({ maxLength: 80 }),
+      fc.string({ maxLength: 20 }).map((s) => `ack ${s}`),
+      fc.tuple(fc.string({ maxLength: 10 }), fc.string({ maxLength: 10 }), fc.string({ maxLength: 10 })).map((p) => p.join(" ")),
+      fc.constantFrom("", " ", "ack", "ack  ", "zz tok extra", "\u0000".slice(1), "ack tok ins_other_a")
+    ), 60)
+    await db.run(Effect.gen(function*() {
+      const sql = yield* SqlClient
+      for (const payload of junk) yield* sql`SELECT pg_notify('speech_api_keys', ${payload})`
+    }))
+    const afterJunk = await run(users.createUserWithKey({ name: "judy" }))
+    for (const other of others) await heardEverything(other)
+    for (const other of others) await run(other.authenticate(afterJunk.apiKey))
+    await run(deleter.deleteKey(afterJunk.keyId))
+    t.same(others.map((o) => hit(o, afterJunk.apiKey)), [false, false], "after 60 junk payloads a delete is still acknowledged by both")
 
     // A live row with nobody behind it (killed without deregistering): the delete still answers,
     // after the deleter's shortTtlMs, the bound on how long a deaf instance may hold a key.
