@@ -143,44 +143,41 @@ const limitsEnd = (bytes: Uint8Array, at: number): number => {
   return (flags & 1) !== 0 ? skipLeb(bytes, at) : at
 }
 
+/**
+ * The entries of a section that is a vector (a count, then the entries), or none when the module
+ * has no such section; `entry` parses the i-th at `at` and returns it with where the next starts.
+ */
+const readVector = <T>(bytes: Uint8Array, section: number, entry: (at: number, i: number) => readonly [T, number]): Array<T> => {
+  const found = payloadOf(sectionsOf(bytes), section)
+  if (found === undefined) return []
+  let [n, at] = readU32(bytes, found.payloadStart)
+  const entries: Array<T> = []
+  for (let i = 0; i < n; i++) {
+    const [value, next] = entry(at, i)
+    entries.push(value)
+    at = next
+  }
+  return entries
+}
+
 /** The globals the module defines itself (not imported ones). */
 export const globalsOf = (bytes: Uint8Array): Array<GlobalDef> => {
-  const found = payloadOf(sectionsOf(bytes), SECTION.global)
-  if (found === undefined) return []
   const first = importCounts(bytes).globals
-  let [n, at] = readU32(bytes, found.payloadStart)
-  const globals: Array<GlobalDef> = []
-  for (let i = 0; i < n; i++) {
-    const valueType = bytes[at]!
-    const mutable = bytes[at + 1] === 1
+  return readVector(bytes, SECTION.global, (at, i) => {
     const end = skipConstExpr(bytes, at + 2)
-    globals.push({ index: first + i, valueType, mutable, init: bytes.slice(at + 2, end) })
-    at = end + 1
-  }
-  return globals
+    return [{ index: first + i, valueType: bytes[at]!, mutable: bytes[at + 1] === 1, init: bytes.slice(at + 2, end) }, end + 1]
+  })
 }
 
-export const exportsOf = (bytes: Uint8Array): Array<ExportDef> => {
-  const found = payloadOf(sectionsOf(bytes), SECTION.export)
-  if (found === undefined) return []
-  let [n, at] = readU32(bytes, found.payloadStart)
-  const exports: Array<ExportDef> = []
-  for (; n > 0; n--) {
+export const exportsOf = (bytes: Uint8Array): Array<ExportDef> =>
+  readVector(bytes, SECTION.export, (at) => {
     const [exportName, next] = name(bytes, at)
-    const kind = bytes[next]!
     const [index, after] = readU32(bytes, next + 1)
-    exports.push({ name: exportName, kind, index })
-    at = after
-  }
-  return exports
-}
+    return [{ name: exportName, kind: bytes[next]!, index }, after]
+  })
 
-export const dataSegmentsOf = (bytes: Uint8Array): Array<DataSegment> => {
-  const found = payloadOf(sectionsOf(bytes), SECTION.data)
-  if (found === undefined) return []
-  let [n, at] = readU32(bytes, found.payloadStart)
-  const segments: Array<DataSegment> = []
-  for (; n > 0; n--) {
+export const dataSegmentsOf = (bytes: Uint8Array): Array<DataSegment> =>
+  readVector(bytes, SECTION.data, (at) => {
     let flags: number
     ;[flags, at] = readU32(bytes, at)
     let memory = 0
@@ -192,11 +189,8 @@ export const dataSegmentsOf = (bytes: Uint8Array): Array<DataSegment> => {
       at = end + 1
     } else if (flags !== 1) throw new Error(`wasm: unknown data segment flags ${flags}`)
     const [length, start] = readU32(bytes, at)
-    segments.push({ active: flags !== 1, memory, offset, bytesStart: start, bytesEnd: start + length })
-    at = start + length
-  }
-  return segments
-}
+    return [{ active: flags !== 1, memory, offset, bytesStart: start, bytesEnd: start + length }, start + length]
+  })
 
 /** A piece of the output: a view into the input or a few new bytes. */
 type Part = Uint8Array | ReadonlyArray<number>
