@@ -4,17 +4,16 @@
  * pool), a fake debit, and Effect's TestClock, so the idle timeout is reached without waiting.
  * The wire (frames, close codes) is tested over real sockets in test/protocol/WebSocket*.test.ts.
  */
-import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
+import { Deferred, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import t from "tap"
-import { request, sessionVoice as voice, settle } from "../support/ttsSession.ts"
+import { settle, withRecordingSession } from "../support/ttsSession.ts"
 import { SpeechError } from "../../engines/tts/SpeechError.ts"
-import { asOneBlock, type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
-import { runTtsSession, type SessionMode } from "../../actors/TtsSession.ts"
-import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
+import { asOneBlock, type SynthesisRequest } from "../../actors/Synthesizer.ts"
+import type { SessionMode } from "../../actors/TtsSession.ts"
+import type { Inbox, SessionEnd, SessionOutput, SessionRequest } from "../../actors/TtsSessionMessages.ts"
 import { int16ToBytesLE } from "../../engines/audio/Pcm.ts"
 import type { SynthesizeOutput } from "../../engines/tts/tasks.ts"
-import { Credits } from "../../storage/Credits.ts"
 
 const RATE = 24000
 /** Ten samples per character of the text, each the character's code: recognisable audio. */
@@ -44,46 +43,14 @@ const withSession = <A>(
   body: (h: Harness) => Effect.Effect<A>
 ): Promise<A> => {
   const debits: Array<number> = []
-  const synthesizer = Layer.succeed(Synthesizer, Synthesizer.of({
-    voices: [],
-    findVoice: () => undefined,
-    resolveVoice: () => Effect.succeed(voice),
-    synthesize: options.synthesize ?? ((r) => Effect.succeed(fakeOutput(r))),
-    synthesizeStream: (r, onBlock) => asOneBlock((options.synthesize ?? ((r) => Effect.succeed(fakeOutput(r))))(r), onBlock),
-    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
-    preview: () => Effect.die("no previews in this test"),
-    dropPreview: () => Effect.void
-  }))
-  const credits = Layer.succeed(Credits, {
-    debit: (_userId: string, amount: number) => Effect.sync(() => debits.push(amount)),
-    covers: () => false
-  } as unknown as Credits["Service"])
-  return Effect.runPromise(Effect.gen(function*() {
-    const inbox = Inbox.make()
-    const outputs: Array<SessionOutput> = []
-    const ended = yield* Deferred.make<SessionEnd>()
-    const socket: SessionSocket = {
-      send: (output) => Effect.sync(() => void outputs.push(output)),
-      sendNow: (output) => void outputs.push(output),
-      end: (end) => void Deferred.doneUnsafe(ended, Exit.succeed(end))
-    }
-    const session = yield* Effect.forkChild(runTtsSession({
-      mode: options.mode,
-      voice,
-      userId: "u1",
-      format: { container: "pcm", sampleRate: RATE },
-      idleTimeoutMs: options.idleTimeoutMs ?? 20_000,
-      socket,
-      inbox,
-      describe: (failure) => ({ code: "failed", message: String((failure as { message?: unknown }).message) })
-    }))
-    yield* settle
-    const send = (fields: Partial<Omit<SessionRequest, "_tag">>) =>
-      Effect.andThen(Effect.sync(() => inbox.offer(request(fields), 0)), settle)
-    const result = yield* body({ inbox, outputs, debits, ended, send })
-    yield* Fiber.interrupt(session)
-    return result
-  }).pipe(Effect.provide(Layer.mergeAll(synthesizer, credits, TestClock.layer()))))
+  const synthesize = options.synthesize ?? ((r: SynthesisRequest) => Effect.succeed(fakeOutput(r)))
+  return withRecordingSession({
+    mode: options.mode,
+    ...(options.idleTimeoutMs !== undefined ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+    synthesizeStream: (r, onBlock) => asOneBlock(synthesize(r), onBlock),
+    credits: { debit: (_userId: string, amount: number) => Effect.sync(() => debits.push(amount)) },
+    describe: (failure) => ({ code: "failed", message: String((failure as { message?: unknown }).message) })
+  }, (h) => body({ ...h, debits }))
 }
 
 const tags = (outputs: ReadonlyArray<SessionOutput>) => outputs.map((o) => o._tag)

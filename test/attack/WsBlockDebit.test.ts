@@ -14,16 +14,14 @@
  * cancels with no frame, the cancel landing during (or right after) the debit's database round
  * trip. The last test holds that round trip open; actors/ChunkCharge.ts is the fix.
  */
-import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import t from "tap"
-import { request, sessionVoice as voice, settle } from "../support/ttsSession.ts"
+import { request, settle, type SessionHarness, withRecordingSession } from "../support/ttsSession.ts"
 import { SpeechError } from "../../engines/tts/SpeechError.ts"
-import { type SynthesisRequest, Synthesizer } from "../../actors/Synthesizer.ts"
-import { runTtsSession } from "../../actors/TtsSession.ts"
-import { Inbox, type SessionEnd, type SessionOutput, type SessionRequest, type SessionSocket } from "../../actors/TtsSessionMessages.ts"
+import type { SynthesisRequest } from "../../actors/Synthesizer.ts"
+import type { SessionOutput } from "../../actors/TtsSessionMessages.ts"
 import type { SynthesizeSummary } from "../../engines/tts/tasks.ts"
-import { Credits } from "../../storage/Credits.ts"
 
 const RATE = 24000
 /** A streamed synthesis: `blocks` blocks of 240 samples handed over, then `after` decides the end. */
@@ -34,53 +32,19 @@ const summary = (samples: number): SynthesizeSummary => ({ sampleRate: RATE, sam
 const withSession = <A>(
   streamer: Streamer,
   debit: (amount: number) => Effect.Effect<number, unknown>,
-  body: (h: { outputs: Array<SessionOutput>; ended: Deferred.Deferred<SessionEnd>; inbox: Inbox; send: (f: Partial<Omit<SessionRequest, "_tag">>) => Effect.Effect<void> }) => Effect.Effect<A>,
+  body: (h: SessionHarness) => Effect.Effect<A>,
   idleTimeoutMs = 20_000,
   /** What `Credits.covers` answers: true takes the early path (frame first, then the debit). */
   covers = false
-): Promise<A> => {
-  const synthesizer = Layer.succeed(Synthesizer, Synthesizer.of({
-    voices: [],
-    findVoice: () => undefined,
-    resolveVoice: () => Effect.succeed(voice),
-    synthesize: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
+): Promise<A> =>
+  withRecordingSession({
+    mode: "single",
+    idleTimeoutMs,
     synthesizeStream: streamer,
-    synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "not in this test" })),
-    preview: () => Effect.die("no previews in this test"),
-    dropPreview: () => Effect.void
-  }))
-  // A refund is recorded as a negative debit, so the sum of `debits` is what the account paid.
-  const credits = Layer.succeed(Credits, {
-    debit: (_u: string, amount: number) => debit(amount),
-    refund: (_u: string, amount: number) => debit(-amount),
-    covers: () => covers
-  } as unknown as Credits["Service"])
-  return Effect.runPromise(Effect.gen(function*() {
-    const inbox = Inbox.make()
-    const outputs: Array<SessionOutput> = []
-    const ended = yield* Deferred.make<SessionEnd>()
-    const socket: SessionSocket = {
-      send: (output) => Effect.sync(() => void outputs.push(output)),
-      sendNow: (output) => void outputs.push(output),
-      end: (end) => void Deferred.doneUnsafe(ended, Exit.succeed(end))
-    }
-    const session = yield* Effect.forkChild(runTtsSession({
-      mode: "single",
-      voice,
-      userId: "u1",
-      format: { container: "pcm", sampleRate: RATE },
-      idleTimeoutMs,
-      socket,
-      inbox,
-      describe: (failure) => ({ code: String((failure as { reason?: unknown }).reason ?? "failed"), message: "x" })
-    }))
-    yield* settle
-    const send = (fields: Partial<Omit<SessionRequest, "_tag">>) => Effect.andThen(Effect.sync(() => inbox.offer(request(fields), 0)), settle)
-    const result = yield* body({ outputs, ended, inbox, send })
-    yield* Fiber.interrupt(session)
-    return result
-  }).pipe(Effect.provide(Layer.mergeAll(synthesizer, credits, TestClock.layer()))))
-}
+    // A refund is recorded as a negative debit, so the sum of `debits` is what the account paid.
+    credits: { debit: (_u, amount) => debit(amount) as Effect.Effect<number, never>, refund: (_u, amount) => debit(-amount) as Effect.Effect<number, never>, covers: () => covers },
+    describe: (failure) => ({ code: String((failure as { reason?: unknown }).reason ?? "failed"), message: "x" })
+  }, body)
 
 const tags = (outputs: ReadonlyArray<SessionOutput>) => outputs.map((o) => o._tag)
 const block = () => new Int16Array(240).fill(7)
