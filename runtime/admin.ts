@@ -10,7 +10,7 @@
  * load tests rely on `create-user --json` printing exactly {"user_id":"...","api_key":"..."}.
  * (Plain `npm run` adds its own banner to stdout: use `--silent` when parsing the output.)
  */
-import { Cause, Effect, Exit, Fiber, Layer, References } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Logger, References } from "effect"
 import { randomBytes } from "node:crypto"
 import * as readline from "node:readline"
 import { parseArgs } from "node:util"
@@ -24,6 +24,12 @@ import { Credits, CreditsLive } from "../storage/Credits.ts"
 import { Users, usersLayer } from "../storage/Users.ts"
 import { databaseLayer } from "../storage/Database.ts"
 import { AppConfig, AppConfigFromEnv, databaseUrlText } from "./Config.ts"
+
+/** Log lines of the admin CLI: `warning: <message>` on stderr, fields and causes left out. */
+const warningsToStderr = Logger.make<unknown, void>(({ logLevel, message }) => {
+  const parts = (Array.isArray(message) ? message : [message]).filter((p) => p === null || typeof p !== "object" || p instanceof Error)
+  process.stderr.write(`${logLevel.toLowerCase()}: ${parts.map((p) => (p instanceof Error ? p.message : String(p))).join(" ")}\n`)
+})
 
 const usage = `Usage: npm run --silent admin -- <command> [options]
 
@@ -366,8 +372,10 @@ const main = async (argv: ReadonlyArray<string>): Promise<number> => {
   }
   const program = run(command, json).pipe(
     Effect.provide(layers),
-    // Logs would mix with the output that scripts parse; failures are reported below instead.
-    Effect.provideService(References.MinimumLogLevel, "None")
+    // Only warnings, as plain lines on stderr (stdout is the output scripts parse; failures are
+    // reported below): e.g. a key deletion that waited for a server that never answered.
+    Effect.provide(Logger.layer([warningsToStderr])),
+    Effect.provideService(References.MinimumLogLevel, "Warn")
   )
   const fiber = Effect.runFork(program)
   // Ctrl-C while this process owns PGlite must still close it and remove the lock.
