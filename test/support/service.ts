@@ -4,6 +4,8 @@
  */
 import { Effect, Exit, Scope } from "effect"
 import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { AppConfig, AppConfigFrom } from "../../runtime/Config.ts"
 import { runService, type RunningService } from "../../runtime/Service.ts"
 import { freshEmbeddedDataDir, isolatedDatabaseUrl } from "./database.ts"
@@ -21,11 +23,19 @@ export const startTestService = async (
   t: { teardown: (fn: () => unknown) => void },
   env: Record<string, string> = {}
 ): Promise<TestService> => {
-  const dataDir = await freshEmbeddedDataDir()
-  const settings: Record<string, string> = { PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "error", WORKERS: "1", ...env }
   const pg = process.env.DATABASE_URL
-  if (pg !== undefined && pg !== "" && settings.DATABASE_URL === undefined) {
-    settings.DATABASE_URL = await isolatedDatabaseUrl(t, pg)
+  const databaseUrl = env.DATABASE_URL ?? (pg !== undefined && pg !== "" ? await isolatedDatabaseUrl(t, pg) : undefined)
+  // The PGlite template (39 MB, ~1000 files) is copied only when the service will open it.
+  const embedded = databaseUrl === undefined || databaseUrl === ""
+  const dataDir = embedded ? await freshEmbeddedDataDir() : fs.mkdtempSync(path.join(os.tmpdir(), "speech-test-data-"))
+  const settings: Record<string, string> = {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "error",
+    WORKERS: "1",
+    ...(databaseUrl === undefined ? {} : { DATABASE_URL: databaseUrl }),
+    ...env
   }
   const scope = Effect.runSync(Scope.make())
   const service = await Effect.runPromise(
