@@ -177,21 +177,23 @@ t.test("cancel right after a flush, at every scheduling point: the idle timeout 
   t.same(stuck, [], "no session stays open for ever (listed: yields between flush and cancel)")
 })
 
-t.test("early path (the balance was heard to cover it): the first frame goes before the debit, which is still taken once per chunk", async (t) => {
-  const gate = Effect.runSync(Deferred.make<void>())
-  const events: Array<string> = []
-  const outputs = await withSession(oneBlockThenWait(gate), (n) => Effect.sync(() => events.push(`debit ${n}`)), (h) =>
-    Effect.gen(function*() {
-      yield* h.send({ text: " " })
-      yield* h.send({ text: "Tere hommikust.", flush: true })
-      events.push(`frames ${h.outputs.length}`)
-      yield* Deferred.succeed(gate, undefined)
-      yield* settle
-      events.push(`frames ${h.outputs.length}`)
-      return h.outputs
-    }), 20_000, true)
-  t.same(tags(outputs), ["AudioBlock", "Audio", "FlushDone"])
-  t.same(events, ["frames 0", "debit 15", "frames 3"], "one debit for the chunk")
+t.test("while the chunk's debit is in the database: no frame waits for it on the early path (balance heard to cover it), the first frame waits otherwise", async (t) => {
+  const twoBlocksThenWait: Streamer = (_r, onBlock) => Effect.andThen(Effect.sync(() => (onBlock(block()), onBlock(block()))), Effect.never)
+  for (const covers of [false, true]) {
+    const answer = Effect.runSync(Deferred.make<void>())
+    const debits: Array<number> = []
+    const framesWhileDebiting = await withSession(twoBlocksThenWait, (n) => Effect.as(Effect.andThen(Deferred.await(answer), Effect.sync(() => debits.push(n))), 0), (h) =>
+      Effect.gen(function*() {
+        yield* h.send({ text: " " })
+        yield* h.send({ text: "Tere hommikust.", flush: true })
+        const frames = tags(h.outputs)
+        yield* Deferred.succeed(answer, undefined)
+        yield* settle
+        return frames
+      }), 20_000, covers)
+    t.same(framesWhileDebiting, covers ? ["AudioBlock"] : [], `covers=${covers}: frames sent before the database answered`)
+    t.same(debits, [15], `covers=${covers}: debited once`)
+  }
 })
 
 t.test("early path refused (credits spent elsewhere meanwhile): the session ends with the error after that chunk, nothing more is sent or debited", async (t) => {
