@@ -249,7 +249,12 @@ const parseNode = (bytes: Uint8Array): ParsedNode => {
       const a: { f?: number; i?: number; ints?: Array<number> } = {}
       for (const af of readFields(f.value as Uint8Array)) {
         if (af.field === 1) name = text(af)
-        else if (af.field === 2) a.f = new DataView((af.value as Uint8Array).slice().buffer).getFloat32(0, true)
+        // The field's own 4 bytes: `.slice().buffer` is the whole file when the model came from
+        // readFileSync (Buffer#slice is a view), so it read the file's first bytes instead.
+        else if (af.field === 2) {
+          const v = af.value as Uint8Array
+          a.f = new DataView(v.buffer, v.byteOffset, 4).getFloat32(0, true)
+        }
         else if (af.field === 3) a.i = Number(BigInt.asIntN(64, af.value as bigint))
         else if (af.field === 8) {
           a.ints ??= []
