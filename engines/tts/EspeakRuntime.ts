@@ -5,8 +5,12 @@
  * Hazards of this build, each handled here:
  *  - Synthesis state (flutter phase, noise, filter memories) lives in C statics and carries over
  *    between calls, so the same text gives different samples on each call. Fix: after loading,
- *    the whole linear memory (~17 MB) is snapshotted and restored before every use (≈1.5 ms);
- *    every call then starts from the same bytes on every thread.
+ *    the linear memory is snapshotted and restored before every use; every call then starts
+ *    from the same bytes on every thread. Of its 16.3 MB only the first 1.15 MB hold anything at
+ *    the snapshot (static data, stack, the heap so far); the rest is zero. So the snapshot keeps
+ *    that prefix and the restore copies it and zero-fills the rest: 0.65 ms instead of 2.45 ms
+ *    for a copy of the whole memory (measured on the shared 2-core machine), paid before every
+ *    synthesis, and 15 MB less per thread.
  *  - `set_voice` returns 2 for an unknown voice and silently keeps the previous one; an unknown
  *    `+variant` is accepted with 0 and ignored. Both are turned into TtsError VoiceNotFound
  *    (variants are checked against the build's `voices/!v` directory).
@@ -70,6 +74,15 @@ let shared: Promise<EspeakRuntime> | undefined
 /** Clock value seen by espeak while it starts (see `load`), ms since the epoch. */
 const FIXED_START_CLOCK_MS = 1_700_000_000_000
 
+/** Bytes up to the end of the last 64 KiB page of `heap` that holds a non-zero byte. */
+const usedPrefixBytes = (heap: Uint8Array): number => {
+  const page = 65536
+  const words = new Uint32Array(heap.buffer, heap.byteOffset, heap.byteLength >>> 2)
+  let last = words.length - 1
+  while (last >= 0 && words[last] === 0) last--
+  return Math.min(heap.byteLength, Math.ceil(((last + 1) * 4) / page) * page)
+}
+
 export class EspeakRuntime {
   /** Hz (22050 for this build). */
   readonly sampleRate: number
@@ -94,7 +107,7 @@ export class EspeakRuntime {
     // which stays 150–500 ms while the wasm2js code goes through the JIT.)
     if (w.set_voice("en") !== 0) throw new TtsError("EngineUnavailable", "espeak-ng: default voice missing")
     w.synthesize("a", () => 0)
-    this.snapshot = m.HEAPU8.slice()
+    this.snapshot = m.HEAPU8.slice(0, usedPrefixBytes(m.HEAPU8))
   }
 
   /** The thread's runtime, loaded on first use. */
@@ -152,8 +165,9 @@ export class EspeakRuntime {
   private restore() {
     const heap = this.m.HEAPU8
     heap.set(this.snapshot)
-    // Memory grown since the snapshot must look fresh (allocators may assume zeroed pages).
-    if (heap.length > this.snapshot.length) heap.fill(0, this.snapshot.length)
+    // Zero at the snapshot past its prefix, and memory grown since must look fresh too
+    // (allocators may assume zeroed pages).
+    heap.fill(0, this.snapshot.length)
   }
 
   private cString(s: string): { ptr: number } {
