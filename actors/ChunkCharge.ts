@@ -29,9 +29,8 @@ export const debitThenSend = <E, R>(
 /**
  * The early order, for a user whose balance this process heard covers the chunk
  * (`Credits.covers`): the first frame goes out at once and the debit follows it, uninterruptibly,
- * in a fiber the caller joins after the chunk's last frame; it fails with Unpaid when the
- * database refuses (the credits were spent elsewhere meanwhile), and the caller ends the session
- * then. A frame that does not reach the socket is never debited.
+ * in a fiber the caller joins before the chunk's next frame (or after its last); it fails with
+ * Unpaid when the database refuses, and the caller ends the session then. A frame that does not reach the socket is never debited.
  */
 export const sendThenDebit = <E, R>(
   debit: Effect.Effect<unknown, unknown>,

@@ -148,22 +148,25 @@ export const runSegments = <E, R>(
     const priorityOf = (index: number): Priority => (index === 0 ? options.priority : "batch")
     let offsetMs = 0
     let deliveredChars = 0
-    let started = false
     /** The current segment's blocks, kept only when whole segments are wanted. */
     let pending: Array<Int16Array> = []
     // The reservation (a database round trip) runs while the first segment is synthesized and
     // gates its delivery: out of credits still answers 402 before any audio, and the round trip
     // is off the time to first audio. `reserve` is uninterruptible, so once it ran its outcome
     // is known to the settle below.
-    // When this process heard recently that the balance covers the cost, the first audio does not
-    // wait for the round trip either; the reservation is then awaited at the end of the first
-    // segment, and its refusal (the credits were spent elsewhere meanwhile) ends the stream there.
+    // When this process heard that the balance covers the cost (storage/BalanceHints.ts), the first
+    // block does not wait for the round trip either; the reservation is awaited right after it,
+    // so a refusal (the credits were spent by another process meanwhile) ends the stream after one
+    // block (~100 ms of audio). The reservation starts at once, in the same tick as the promise.
     const cost = ttsCredits(speech.text)
     const credits = yield* Credits
     const early = speech.userId !== null && credits.covers(speech.userId, cost)
     const reservation = yield* Effect.forkChild(
-      speech.userId === null ? Effect.succeed(undefined) : credits.reserve(speech.userId, cost, { purpose: CreditPurpose.tts })
+      speech.userId === null ? Effect.succeed(undefined) : credits.reserve(speech.userId, cost, { purpose: CreditPurpose.tts }),
+      { startImmediately: true }
     )
+    let joined = false
+    const paid = Effect.suspend(() => (joined ? Effect.void : ((joined = true), Effect.asVoid(Fiber.join(reservation)))))
     const run = streamInOrder(
       speech.segments,
       options.ahead,
@@ -178,17 +181,16 @@ export const runSegments = <E, R>(
       },
       (pcm, segment, index) =>
         Effect.gen(function*() {
-          if (!started && !early) yield* Fiber.join(reservation)
-          started = true
+          if (!early) yield* paid
           // Audio of this segment is going out: its characters are owed from now on.
           deliveredChars = segment.charEnd
           if (handlers.segment !== undefined) pending.push(pcm)
           if (handlers.block !== undefined) yield* handlers.block(pcm, index)
+          yield* paid
         }),
       (summary, segment, index) =>
         Effect.gen(function*() {
-          if (!started || (early && index === 0)) yield* Fiber.join(reservation) // no audio at all, or sent early
-          started = true
+          yield* paid // a segment with no audio at all
           deliveredChars = segment.charEnd
           if (handlers.segment !== undefined) {
             const { samples: _, ...rest } = summary

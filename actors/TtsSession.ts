@@ -215,13 +215,14 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
           case "Audio": {
             // Blocks go out as they come but one: the last carries the alignment, known at the end.
             // The chunk is debited with its first frame (actors/ChunkCharge.ts), not on its first block;
-            // a debit behind a frame sent early is joined after the last frame.
+            // a debit behind a frame sent early is joined before the next frame (or after the last).
             let held: Int16Array | undefined
             let paid = false
             let debited: Fiber.Fiber<unknown, Unpaid> | undefined
             const charge = { userId, cost: ttsCredits(result.chunk.text), origin: { purpose: CreditPurpose.ttsWebSocket } }
+            const settleDebit = Effect.suspend(() => (debited === undefined ? Effect.void : Effect.ensuring(Fiber.join(debited), Effect.sync(() => void (debited = undefined)))))
             const sendPaid = (frame: SessionOutput) => Effect.suspend(() =>
-              paid ? send(frame) : ((paid = true), Effect.map(payWithFirstFrame(credits, charge, send(frame)), (fiber) => void (debited = fiber))))
+              paid ? Effect.andThen(settleDebit, send(frame)) : ((paid = true), Effect.map(payWithFirstFrame(credits, charge, send(frame)), (fiber) => void (debited = fiber))))
             const unpaid = (failure: unknown) => fail(ctx, failure, (failure as { reason?: unknown }).reason === "InsufficientCredits" ? "Violation" : "Failure")
             const refusal = <A, E, R>(sent: Effect.Effect<A, E, R>) => sent.pipe(Effect.as(undefined), Effect.catchIf((e): e is Unpaid & E => e instanceof Unpaid, (e) => Effect.succeed(e.failure)))
             const notPaid = yield* refusal(forEachBlock(result.blocks, (pcm) =>
@@ -238,8 +239,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             const { samples, sampleRate, words } = exit.value
             const frame: SessionOutput = { _tag: "Audio", contextId: ctx.id, audio: encode(held ?? new Int16Array(0)), text: result.chunk.raw, lead: result.chunk.lead, words, durationMs: (samples * 1000) / sampleRate }
             // A chunk with no audio at all is not charged.
-            const lastNotPaid = yield* refusal((held === undefined ? send(frame) : sendPaid(frame)).pipe(
-              Effect.andThen(Effect.suspend(() => (debited === undefined ? Effect.void : Fiber.join(debited))))))
+            const lastNotPaid = yield* refusal((held === undefined ? send(frame) : sendPaid(frame)).pipe(Effect.andThen(settleDebit)))
             if (lastNotPaid !== undefined) return yield* unpaid(lastNotPaid)
             yield* Metric.update(audioFramesSent, 1)
             break

@@ -393,7 +393,7 @@ export const makeApiKeys = (options: ApiKeysOptions = {}) =>
       changeAcknowledgedByAll(
         listener,
         // A silent instance is dead or deaf (LISTEN down), and a deaf one caches for shortTtlMs.
-        { self: instanceId, liveWithinMs, timeoutMs: shortTtlMs, what: "an API key was deleted (the silent ones cache keys at most that long)" },
+        { self: instanceId, liveWithinMs, timeoutMs: shortTtlMs, what: `an API key was deleted; instances that did not answer cache keys for at most ${shortTtlMs} ms` },
         (token) =>
           Effect.gen(function*() {
             const { deleted, hashHex } = yield* deleteHere(keyIdOrKey)

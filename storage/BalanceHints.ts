@@ -2,40 +2,68 @@
  * What this process last heard from the database about users' balances, so that audio can go out
  * before the debit or reservation that pays for it has answered (a PostgreSQL round trip, 1–3 ms
  * of the time to first audio; more under load). A hint, never a charge: the statement still runs
- * and decides, and when it refuses, the caller stops (a stream ends after its first sentence, a
- * WebSocket session after the chunk). That can happen only when the balance was spent elsewhere
- * (another instance, the admin CLI) since this process last heard of it; a user this process has
- * not heard of in `ttlMs`, or whose known balance does not cover the amount, waits as before.
+ * and decides, and when it refuses, the caller stops after one block (~100 ms of audio): a stream
+ * ends, a WebSocket session ends with its error. That happens when the balance was spent by
+ * another process (another instance, the admin CLI) since this one last heard of it, or when a
+ * statement of the same user started after the promise overtakes it in the database.
+ *
+ * Within this process the hint is exact: it is trusted only while none of the user's statements
+ * is in flight (`begin` … `end`), and what the statements of one busy spell reported is merged
+ * as their minimum, since answers from different connections may arrive out of order (an older,
+ * higher balance after a newer one). A promise (`covers`) is taken off the hint at once, before
+ * its statement starts. A user this process has not heard of in `ttlMs`, one with a statement in
+ * flight, one whose last statement failed, or one whose balance is short, waits as before.
  */
 export interface BalanceHints {
   /**
-   * True when the last known balance, less what was promised since, covers `amount`; the amount
-   * is then promised (taken off the hint) until the database's next word on this user.
+   * True when nothing of the user's is in flight and the last balance heard covers `amount`;
+   * the amount is then promised (taken off the hint). The caller must run its statement next.
    */
   readonly covers: (userId: string, amount: number) => boolean
-  /** The balance the database just reported (after a debit, reservation, refund or refusal). */
-  readonly heard: (userId: string, balance: number) => void
+  /** A statement about the user's balance starts. */
+  readonly begin: (userId: string) => void
+  /** It answered: the balance it reported, or undefined when it failed (the hint is dropped). */
+  readonly end: (userId: string, balance: number | undefined) => void
 }
 
-interface Hint {
-  balance: number
-  readonly at: number
+interface Entry {
+  /** The balance heard when the user was last quiet, less what was promised since. */
+  heard: { balance: number; readonly at: number } | undefined
+  inFlight: number
+  /** Lowest balance reported since the user's statements started; NaN once one failed. */
+  spellMin: number
 }
 
 /** How long a heard balance is trusted, ms; and how many users are remembered at most. */
 export const makeBalanceHints = (ttlMs = 30_000, maxUsers = 10_000, now: () => number = Date.now): BalanceHints => {
-  const hints = new Map<string, Hint>()
+  const entries = new Map<string, Entry>()
   return {
     covers: (userId, amount) => {
-      const hint = hints.get(userId)
+      const heard = entries.get(userId)
+      const hint = heard?.inFlight === 0 ? heard.heard : undefined
       if (hint === undefined || now() - hint.at > ttlMs || hint.balance < amount) return false
       hint.balance -= amount
       return true
     },
-    heard: (userId, balance) => {
-      hints.delete(userId) // re-inserted last: the Map's order is oldest heard first
-      hints.set(userId, { balance, at: now() })
-      if (hints.size > maxUsers) hints.delete(hints.keys().next().value!)
+    begin: (userId) => {
+      let entry = entries.get(userId)
+      if (entry === undefined) {
+        entry = { heard: undefined, inFlight: 0, spellMin: Infinity }
+        entries.set(userId, entry)
+        // The Map's order is oldest first; an evicted user's statements then end unheard.
+        if (entries.size > maxUsers) entries.delete(entries.keys().next().value!)
+      }
+      if (entry.inFlight++ === 0) entry.spellMin = Infinity
+    },
+    end: (userId, balance) => {
+      const entry = entries.get(userId)
+      if (entry === undefined || entry.inFlight === 0) return
+      entry.spellMin = balance === undefined ? NaN : Math.min(entry.spellMin, balance)
+      if (--entry.inFlight > 0) return
+      entry.heard = Number.isNaN(entry.spellMin) ? undefined : { balance: entry.spellMin, at: now() }
+      // Heard again: move the user to the end of the eviction order.
+      entries.delete(userId)
+      entries.set(userId, entry)
     }
   }
 }

@@ -87,21 +87,27 @@ export const makeCredits = (options: CreditsOptions = {}) =>
     const instanceId = options.instanceId ?? newInstanceId()
     const hints = makeBalanceHints()
 
+    /** A statement about the user's balance, with the hints told when it runs and what it reported. */
+    const watched = <A, E, R>(userId: string, statement: Effect.Effect<A, E, R>, reported: (a: A) => number | undefined) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.suspend(() => {
+          hints.begin(userId)
+          return Effect.onExit(restore(statement), (exit) => Effect.sync(() => hints.end(userId, exit._tag === "Success" ? reported(exit.value) : undefined)))
+        }))
+
     /** Why a conditional decrement found nothing to take. */
     const shortOf = (userId: string, amount: number) =>
       Effect.gen(function*() {
         const current = yield* sql<{ credits: bigint }>`SELECT credits FROM users WHERE id = ${userId}`
         if (current[0] === undefined) return yield* Effect.fail(userNotFound(userId))
-        hints.heard(userId, toNumber(current[0].credits))
         return yield* Effect.fail(insufficient(amount, toNumber(current[0].credits)))
       })
 
     const add = (kind: "grant" | "refund", userId: string, amount: number, origin: CreditOrigin | undefined) =>
       Effect.gen(function*() {
         yield* requireAmount(`Credits.${kind}`, amount)
-        const credits = yield* addCredits(sql, kind, userId, amount, origin)
+        const credits = yield* watched(userId, addCredits(sql, kind, userId, amount, origin), (c) => c)
         if (credits === undefined) return yield* Effect.fail(userNotFound(userId))
-        hints.heard(userId, credits)
         return credits
       })
 
@@ -115,9 +121,8 @@ export const makeCredits = (options: CreditsOptions = {}) =>
 
     const debit = Effect.fn("Credits.debit")(function*(userId: string, amount: number, origin?: CreditOrigin) {
       yield* requireAmount("Credits.debit", amount)
-      const credits = yield* takeCredits(sql, userId, amount, origin)
+      const credits = yield* watched(userId, takeCredits(sql, userId, amount, origin), (c) => c)
       if (credits === undefined) return yield* shortOf(userId, amount)
-      hints.heard(userId, credits)
       return credits
     })
 
@@ -126,15 +131,15 @@ export const makeCredits = (options: CreditsOptions = {}) =>
     const reserve = Effect.fn("Credits.reserve")(function*(userId: string, amount: number, origin?: CreditOrigin) {
       yield* requireAmount("Credits.reserve", amount)
       const reservation: Reservation = { id: newReservationId(), userId, amount }
-      const credits = yield* insertReservation(sql, reservation, instanceId, origin)
+      const credits = yield* watched(userId, insertReservation(sql, reservation, instanceId, origin), (c) => c)
       if (credits === undefined) return yield* shortOf(userId, amount)
-      hints.heard(userId, credits)
       return reservation
     }, Effect.uninterruptible)
 
     const resize = Effect.fn("Credits.resize")(function*(reservation: Reservation, amount: number) {
       yield* requireAmount("Credits.resize", amount)
-      const done = yield* resizeReservation(sql, reservation, amount, instanceId)
+      // It reports no balance: the hint is dropped until the user's next statement.
+      const done = yield* watched(reservation.userId, resizeReservation(sql, reservation, amount, instanceId), () => undefined)
       if (!done) return yield* shortOf(reservation.userId, amount - reservation.amount)
       return { ...reservation, amount } satisfies Reservation
     }, Effect.uninterruptible)

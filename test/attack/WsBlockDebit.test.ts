@@ -210,6 +210,17 @@ t.test("early path refused (credits spent elsewhere meanwhile): the session ends
   t.equal(attempts, 1)
 })
 
+t.test("early path refused in a chunk of several blocks: one frame goes out, then the error; the refusal is heard before the second frame", async (t) => {
+  const threeBlocks: Streamer = (_r, onBlock) => Effect.sync(() => (onBlock(block()), onBlock(block()), onBlock(block()), summary(720)))
+  const result = await withSession(threeBlocks, () => Effect.fail({ reason: "InsufficientCredits" }), (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ text: "Tere hommikust, kallis sõber.", flush: true })
+      return { outputs: h.outputs, end: yield* Deferred.await(h.ended) }
+    }), 20_000, true)
+  t.same(tags(result.outputs), ["AudioBlock", "Error"], "at most one frame (~100 ms of audio) of a chunk nobody pays for")
+  t.equal(result.end.kind, "Violation")
+})
+
 t.test("early path with a cancel right after the first frame: the debit still completes (that frame was delivered)", async (t) => {
   const twoBlocksThenWait: Streamer = (_r, onBlock) => Effect.andThen(Effect.sync(() => (onBlock(block()), onBlock(block()))), Effect.never)
   const debits: Array<number> = []

@@ -641,7 +641,7 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
     t.ok(await eventually(async () => (await creditsLeft()) === before - charged), `only the delivered ${charged} characters are charged`)
   })
 
-  await t.test("credits spent elsewhere after this process heard the balance: the first sentence goes out early, the refused reservation ends the stream, nothing is charged", async (t) => {
+  await t.test("credits spent elsewhere after this process heard the balance: the first block goes out early, the refused reservation ends the stream right after it, nothing is charged", async (t) => {
     const spender = await db.run(Effect.flatMap(Users, (a) => a.createUserWithKey({ name: "early", credits: 200 })))
     const streamAs = (text: string) =>
       fetch(`http://127.0.0.1:${server.port}/api/v1/text-to-speech/${ESTONIAN}/stream?output_format=pcm_24000`, {
@@ -662,7 +662,7 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
     const { bytes, error } = await readStream(res)
     t.ok(error !== undefined, "then the stream is cut (a short read)")
     const segments = segmentSentences(text, { locale: "et" })
-    t.equal(bytes.length, fakePcm(segments[0]!.text).length * 2, "exactly the first sentence's audio")
+    t.equal(bytes.length, fakePcm(segments[0]!.text).length * 2, "exactly the first block (the fake engine makes one per sentence)")
     t.equal(await db.run(Effect.flatMap(Users, (a) => a.balance(spender.userId))), 0, "nothing charged, nothing overdrawn")
     t.equal(await db.run(Effect.flatMap(Credits, (c) => c.reserved(spender.userId))), 0, "no reservation left open")
     await expectError(t, await streamAs(text), 402)
