@@ -163,6 +163,9 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
         Effect.gen(function*() {
           const speech = yield* prepare(ctx, true)
           const encoder = new TextEncoder()
+          // Lines of segments without audio wait for the first with audio: a text with none at all
+          // then still answers 400 (runSegments), with nothing written yet.
+          let waiting: Array<Uint8Array> | undefined = []
           return Reply.stream(200, {
             "content-type": "application/x-ndjson",
             "x-audio-sample-rate": String(speech.format.sampleRate),
@@ -181,8 +184,11 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
                 (output.pcm.length * 1000) / output.sampleRate,
                 offsetMs
               )
-              const line = JSON.stringify({ audio_base64: Buffer.from(bytes).toString("base64"), alignment, normalized_alignment: alignment }) + "\n"
-              return writer.write(encoder.encode(line))
+              const line = encoder.encode(JSON.stringify({ audio_base64: Buffer.from(bytes).toString("base64"), alignment, normalized_alignment: alignment }) + "\n")
+              if (waiting !== undefined && output.pcm.length === 0) return Effect.sync(() => void waiting!.push(line))
+              const lines = [...(waiting ?? []), line]
+              waiting = undefined
+              return writer.write(lines.length === 1 ? line : concatBytes(...lines))
             } }))
         })
     }

@@ -259,6 +259,8 @@ t.test("text a voice renders as no audio at all (punctuation only on Flite's kal
       const before = await balance(owner.userId)
       await expectError(t, await post(`/text-to-speech/${voice}`, { text }), 400, "invalid_request")
       await expectError(t, await post(`/text-to-speech/${voice}/stream`, { text }), 400, "invalid_request")
+      await expectError(t, await post(`/text-to-speech/${voice}/with-timestamps`, { text }), 400, "invalid_request")
+      await expectError(t, await post(`/text-to-speech/${voice}/stream/with-timestamps`, { text }), 400, "invalid_request")
       t.ok(await eventually(async () => (await balance(owner.userId)) === before), `${voice} ${text}: nothing charged`)
     }
   }
