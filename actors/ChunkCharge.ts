@@ -30,7 +30,8 @@ export const debitThenSend = <E, R>(
  * The early order, for a user whose balance this process heard covers the chunk
  * (`Credits.covers`): the first frame goes out at once and the debit follows it, uninterruptibly,
  * in a fiber the caller joins before the chunk's next frame (or after its last); it fails with
- * Unpaid when the database refuses, and the caller ends the session then. A frame that does not reach the socket is never debited.
+ * Unpaid when the database refuses, and the caller ends the session then. A frame that does not
+ * reach the socket is never debited.
  */
 export const sendThenDebit = <E, R>(
   debit: Effect.Effect<unknown, unknown>,
@@ -44,8 +45,8 @@ export const sendThenDebit = <E, R>(
 
 /**
  * Pays a chunk with its first frame: early when this process heard the balance covers it, else
- * debit first. Returns the early debit's fiber (join it after the chunk's last frame), or
- * undefined when the debit already answered.
+ * debit first. Returns the early debit's fiber (join it before the chunk's next frame, or after
+ * its last), or undefined when the debit already answered.
  */
 export const payWithFirstFrame = <E, R>(
   credits: CreditsShape,

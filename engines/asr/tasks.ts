@@ -23,7 +23,7 @@ export interface RecognizeInput {
   readonly pocketsphinx?: PocketSphinxOptions
   /**
    * Give the decoder back (ps_free, ~90 MB) once this thread has not recognised anything for
-   * this long, ms (MODEL_IDLE_RELEASE_S); undefined keeps it for the life of the thread.
+   * this long, ms (STT_MODEL_IDLE_RELEASE_S); undefined keeps it for the life of the thread.
    */
   readonly releaseAfterMs?: number
 }
