@@ -15,6 +15,12 @@ import type { BodyReader } from "../protocol/Http.ts"
 /** Bytes queued before the socket is paused, while nobody consumes. */
 const highWaterBytes = 256 * 1024
 
+/**
+ * How often a socket left paused after its whole body arrived is read for a hang-up, ms: the
+ * longest a disconnected client's request goes on (and is charged) unnoticed.
+ */
+export const hangUpProbeMs = 500
+
 export class RequestBody implements BodyReader {
   private readonly queue: Array<Uint8Array> = []
   private queuedBytes = 0
@@ -25,6 +31,7 @@ export class RequestBody implements BodyReader {
   /** Set once the reply is out: later bytes of the body are dropped as they arrive. */
   private discarding = false
   private wake: (() => void) | undefined
+  private probe: ReturnType<typeof setInterval> | undefined
 
   constructor(
     private readonly res: HttpResponse,
@@ -49,7 +56,10 @@ export class RequestBody implements BodyReader {
           this.queue.push(copy)
           this.queuedBytes += copy.byteLength
         }
-        if (isLast) this.ended = true
+        if (isLast) {
+          this.ended = true
+          if (this.paused) this.probeForHangUp()
+        }
         if (!this.ended && this.queuedBytes >= highWaterBytes && !this.paused) {
           this.paused = true
           res.pause()
@@ -62,11 +72,13 @@ export class RequestBody implements BodyReader {
   /** Called from onAborted: wakes a waiting consumer so its fiber can finish. */
   abort(): void {
     this.ended = true
+    this.stopProbe()
     this.notify()
   }
 
   /** Resumes a socket left paused by the reader; called right before the response is written. */
   release(): void {
+    this.stopProbe()
     if (this.paused) {
       this.paused = false
       this.res.resume()
@@ -99,6 +111,30 @@ export class RequestBody implements BodyReader {
     this.release()
   }
 
+  /**
+   * A paused socket is not read, so uWS would not see the client hang up (no onAborted) and a
+   * long request (a transcription) would run, and be charged, to its end. uWS can go on
+   * delivering chunks of a read already made after `pause`, the last one included, so a body
+   * can end with its socket paused. It cannot simply be resumed: `resume` re-arms uWS's 10 s
+   * idle timer, which closes a connection whose answer takes longer. So it is resumed for one
+   * turn of the event loop at a time (I/O is polled between a timer and `setImmediate`; a
+   * FIN or reset waiting then fires onAborted) and paused again, which stops the timer.
+   */
+  private probeForHangUp(): void {
+    this.probe = setInterval(() => {
+      if (!this.paused) return this.stopProbe()
+      this.res.resume()
+      setImmediate(() => {
+        if (this.paused && this.probe !== undefined) this.res.pause()
+      })
+    }, hangUpProbeMs)
+  }
+
+  private stopProbe(): void {
+    if (this.probe !== undefined) clearInterval(this.probe)
+    this.probe = undefined
+  }
+
   private notify(): void {
     const w = this.wake
     this.wake = undefined
@@ -113,7 +149,8 @@ export class RequestBody implements BodyReader {
           this.queuedBytes -= chunk.byteLength
           // Hazard: resuming re-arms uWS's 10 s idle timer. Once the whole body has arrived the
           // socket stays paused until the response is written (`release`), or a transcription
-          // longer than 10 s would have its connection closed under it.
+          // longer than 10 s would have its connection closed under it; meanwhile it is only
+          // probed for a hang-up (`probeForHangUp`).
           if (this.paused && !this.ended && this.queuedBytes < highWaterBytes / 2) {
             this.paused = false
             this.res.resume()

@@ -19,6 +19,10 @@ import { useTestDatabaseWith } from "../support/database.ts"
 const db = useTestDatabaseWith(t, accountLayers())
 const release = Effect.runSync(Deferred.make<void>())
 const started = Effect.runSync(Deferred.make<void>())
+/** The long-upload route: its body was read, and then its fiber was interrupted. */
+const uploadRead = Effect.runSync(Deferred.make<number>())
+const uploadInterrupted = Effect.runSync(Deferred.make<void>())
+const uploadBytes = 4 * 1024 * 1024
 
 const routes: Array<Route<never>> = [
   {
@@ -49,6 +53,17 @@ const routes: Array<Route<never>> = [
             yield* w.write(new Uint8Array(1000).fill(i + 1))
           }
         })))
+  },
+  {
+    // Like a transcription: reads its body late (after a database read), then works long.
+    method: "POST", path: "/upload-then-work", auth: "none", operationId: "uploadThenWork", summary: "", tags: [], responses: {},
+    handler: (ctx) =>
+      Effect.gen(function*() {
+        yield* Effect.sleep("300 millis")
+        const body = yield* ctx.body.bytes(uploadBytes)
+        yield* Deferred.succeed(uploadRead, body.byteLength)
+        return yield* Effect.never
+      }).pipe(Effect.onInterrupt(() => Deferred.succeed(uploadInterrupted, undefined)))
   },
   {
     method: "GET", path: "/slow", auth: "none", operationId: "slow", summary: "", tags: [], responses: {},
@@ -235,6 +250,21 @@ t.test("error table: every row maps to its status and code", async (t) => {
   }
   t.equal(toApiError(new Error("x")).error.status, 500)
   t.equal(toApiError({ _tag: "AccountsError", reason: "InsufficientCredits", message: "out" }).error.status, 402)
+})
+
+t.test("a client that hangs up after a large upload interrupts the work on it", async (t) => {
+  // The body arrives while nobody reads it, so the reader pauses the socket, and uWS delivers
+  // the rest of the body anyway: the body ends with its socket paused, where a hang-up was
+  // not noticed and the work ran (and was charged) to its end.
+  const socket = net.connect(server.port, "127.0.0.1")
+  await new Promise((resolve) => socket.once("connect", resolve))
+  socket.write(`POST /upload-then-work HTTP/1.1\r\nHost: x\r\nContent-Length: ${uploadBytes}\r\nExpect: 100-continue\r\n\r\n`)
+  await new Promise((resolve) => socket.once("data", resolve))
+  socket.write(Buffer.alloc(uploadBytes, 7))
+  t.equal(await Effect.runPromise(Deferred.await(uploadRead)), uploadBytes, "the whole body was read")
+  socket.destroy()
+  await Effect.runPromise(Deferred.await(uploadInterrupted))
+  t.pass("the request's fiber was interrupted")
 })
 
 t.test("graceful shutdown: in-flight request finishes, new connections refused", async (t) => {
