@@ -36,10 +36,21 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
         )
         inFlight[i] = { fiber, blocks }
       })
-    for (let i = 0; i < Math.min(Math.max(1, ahead), n); i++) yield* start(i)
+    const first = Math.min(Math.max(1, ahead), n)
+    yield* start(0)
+    // The other segments in the window start once the first block is out (or the first segment
+    // is done): dispatching them before would put their pool hand-offs on the main thread while
+    // the first block is on its way back, the one moment the listener is waiting for.
+    let rest = first > 1
+    const startRest = Effect.suspend(() => {
+      if (!rest) return Effect.void
+      rest = false
+      return Effect.forEach(Array.from({ length: first - 1 }, (_, k) => k + 1), start, { discard: true })
+    })
     for (let i = 0; i < n; i++) {
       const { fiber, blocks } = inFlight[i]!
-      yield* forEachBlock(blocks, (block) => emitBlock(block, segments[i]!, i))
+      yield* forEachBlock(blocks, (block) => Effect.andThen(emitBlock(block, segments[i]!, i), startRest))
+      yield* startRest
       // The queue ends when the synthesis does; a failure surfaces here, after its blocks.
       const result = yield* Fiber.join(fiber)
       inFlight[i] = undefined
