@@ -14,10 +14,9 @@
  */
 import { Effect, Layer } from "effect"
 import { pathToFileURL } from "node:url"
-import { MessageChannel } from "node:worker_threads"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
-import type { StreamMessage, TaskFailure, TaskOutcome, TaskRequest } from "../engines/tasks.ts"
+import { isStreamMessage, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
 
 export interface WorkerPoolOptions {
   /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */
@@ -145,6 +144,14 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
       })
   )
 
+  /** Streaming tasks in flight, by stream id: where their workers' pieces go. */
+  const streams = new Map<number, (message: StreamMessage) => void>()
+  let lastStreamId = 0
+  // Every thread's pieces arrive here (piscina emits what a worker posts on its parentPort).
+  piscina.on("message", (message: unknown) => {
+    if (isStreamMessage(message)) streams.get(message.stream)?.(message)
+  })
+
   const pump = () => {
     while (!closed && running < options.workers && lanes.size > 0) lanes.shift()!.start()
   }
@@ -158,38 +165,42 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   }
 
   /**
-   * One task, plain (`onPiece` undefined) or streaming. A streaming task gets a MessageChannel
-   * (pieces, then an end marker) and a shared cancel flag; it resumes the caller only when both
-   * piscina's result and the end marker have arrived, because the two travel on different ports
-   * and a result could otherwise overtake the last pieces.
+   * One task, plain (`onPiece` undefined) or streaming. A streaming task gets a stream id (its
+   * pieces, then an end marker, come back on its worker's port) and a shared cancel flag; it
+   * resumes the caller only when both piscina's result and the end marker have arrived, because
+   * the two travel on different ports and a result could otherwise overtake the last pieces.
    */
   const dispatch = <A>(kind: string, input: unknown, runOptions: RunOptions | undefined, onPiece: ((piece: unknown) => void) | undefined) =>
     Effect.callback<A, EngineError>((resume, signal) => {
       const fail = (reason: EngineErrorReason, message: string, failure?: TaskFailure) =>
         resume(Effect.fail(new EngineError({ reason, kind, message, ...(failure ? { failure } : {}) })))
-      const channel = onPiece === undefined ? undefined : new MessageChannel()
+      const stream = onPiece === undefined ? undefined : ++lastStreamId
       const cancel = onPiece === undefined ? undefined : new Int32Array(new SharedArrayBuffer(4))
       let outcome: TaskOutcome | undefined
       let ended = onPiece === undefined
-      const closePort = () => channel?.port1.close()
+      const forgetStream = () => {
+        if (stream !== undefined) streams.delete(stream)
+      }
       const finish = () => {
         if (outcome === undefined || !ended || signal.aborted) return
-        closePort()
+        forgetStream()
         if (outcome.ok) resume(Effect.succeed(outcome.value as A))
         else fail("TaskFailed", outcome.error.message, outcome.error)
       }
-      channel?.port1.on("message", (message: StreamMessage) => {
-        if ("end" in message) {
-          ended = true
-          finish()
-        } else if (!signal.aborted) onPiece!(message.piece)
-      })
+      if (stream !== undefined) {
+        streams.set(stream, (message) => {
+          if ("end" in message) {
+            ended = true
+            finish()
+          } else if (!signal.aborted) onPiece!(message.piece)
+        })
+      }
 
       const task: Waiting = {
         start: () => {
           running++
-          const request: TaskRequest = channel === undefined ? { kind, input } : { kind, input, port: channel.port2, cancel: cancel! }
-          const transferList = [...(channel === undefined ? [] : [channel.port2]), ...(runOptions?.transfer ?? [])]
+          const request: TaskRequest = stream === undefined ? { kind, input } : { kind, input, stream, cancel: cancel! }
+          const transferList = runOptions?.transfer ?? []
           // No AbortSignal for piscina: aborting a running task makes it terminate the thread,
           // and a thread terminated inside native inference (onnxruntime's session.run) aborts
           // the whole process (`terminate called after throwing an instance of 'Napi::Error'`).
@@ -204,7 +215,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
             },
             (error: Error) => {
               settled(false)
-              closePort()
+              forgetStream()
               if (signal.aborted) return
               if (error.name === "DataCloneError") {
                 // The input could not be posted: the caller's bug, not the thread's.
@@ -215,18 +226,18 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
           )
         },
         close: () => {
-          closePort()
+          forgetStream()
           fail("Closed", "worker pool closed")
         }
       }
 
       if (closed) {
-        closePort()
+        forgetStream()
         return fail("Closed", "worker pool closed")
       }
       if (lanes.size === 0 && running < options.workers) task.start()
       else if (lanes.size >= options.maxQueue) {
-        closePort()
+        forgetStream()
         return fail("QueueFull", `worker pool queue is full (${options.maxQueue} tasks waiting)`)
       } else lanes.push(runOptions?.priority ?? "batch", task)
       // On interruption (`signal` has aborted): a waiting task just leaves its lane; a running
@@ -234,7 +245,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
       return Effect.sync(() => {
         lanes.remove(task)
         if (cancel !== undefined) Atomics.store(cancel, 0, 1)
-        closePort()
+        forgetStream()
       })
     })
 
