@@ -50,11 +50,14 @@ export const startProcess = (
  * How benches run the service: the production build (`dist/`, built first when stale; what
  * `npm start` runs) unless BENCH_RUNTIME=tsx asks for the sources under tsx. Memory and start-up
  * differ a lot between the two (tsx compiles every module in every worker thread).
+ * BENCH_CPU_PROF=<dir>: the service writes V8 CPU profiles there when it stops, one for the main
+ * thread and one per worker thread (open them in Chrome's DevTools).
  */
 export const serviceArgs = (): Array<string> => {
-  if (process.env.BENCH_RUNTIME === "tsx") return ["--import", "tsx", "runtime/main.ts"]
+  const profile = process.env.BENCH_CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${path.resolve(process.env.BENCH_CPU_PROF)}`] : []
+  if (process.env.BENCH_RUNTIME === "tsx") return [...profile, "--import", "tsx", "runtime/main.ts"]
   execFileSync(process.execPath, ["scripts/build.mjs", "--if-stale"], { cwd: root, stdio: ["ignore", "ignore", "inherit"] })
-  return ["dist/runtime/main.js"]
+  return [...profile, "dist/runtime/main.js"]
 }
 
 /** The database benches run on: the PostgreSQL of DATABASE_URL when set, else embedded PGlite. */
