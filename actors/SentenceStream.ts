@@ -18,7 +18,12 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
   synthesize: (segment: S, index: number, onBlock: (block: B) => void) => Effect.Effect<A, E, R>,
   emitBlock: (block: B, segment: S, index: number) => Effect.Effect<void, E2, R2>,
   /** After the segment's last block, with what its synthesis returned. */
-  endSegment: (result: A, segment: S, index: number) => Effect.Effect<void, E2, R2>
+  endSegment: (result: A, segment: S, index: number) => Effect.Effect<void, E2, R2>,
+  /**
+   * Runs once the first segment's synthesis has been started (its pool task handed over), before
+   * anything else: work that must not delay the first audio but must start at once.
+   */
+  afterFirstStart: Effect.Effect<void> = Effect.void
 ): Effect.Effect<void, E | E2, R | R2> =>
   Effect.gen(function*() {
     const n = segments.length
@@ -38,6 +43,7 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
       })
     const first = Math.min(Math.max(1, ahead), n)
     yield* start(0)
+    yield* afterFirstStart
     // The other segments in the window start once the first block is out (or the first segment
     // is done): dispatching them before would put their pool hand-offs on the main thread while
     // the first block is on its way back, the one moment the listener is waiting for.
