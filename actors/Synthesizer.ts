@@ -59,6 +59,15 @@ export interface VoicePreview {
   readonly shared: boolean
 }
 
+/**
+ * Punctuation and white space only ("...", "!? "): nothing to say, whatever the voice. Engines
+ * differed here (Flite's walter-en made 7 ms of near-silence for "... ", espeak nothing), so the
+ * same text was refused with 400 over HTTP and answered with a charged frame on the WebSocket;
+ * now it is silence everywhere, without an engine call (and, having no audio, uncharged).
+ * Symbols ("$", "%") are spoken by the engines and stay.
+ */
+const unspoken = (text: string): boolean => /^[\p{P}\s]*$/u.test(text)
+
 export class Synthesizer extends Context.Service<Synthesizer, {
   /** Every voice callers may use: the catalogue presets, then this deployment's Piper voices. */
   readonly voices: ReadonlyArray<PresetVoice>
@@ -127,6 +136,8 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         if (preset === undefined) return yield* notFound(voiceId)
         return { voiceId, kind: "preset" as const, language: preset.engineVoice.language, engineVoice: preset.engineVoice }
       })
+      /** What a synthesis of nothing speakable returns: no audio, no words, no engine call. */
+      const silence = (request: SynthesisRequest) => ({ sampleRate: request.sampleRate, engineSampleRate: request.sampleRate, words: [], engineMs: 0 })
       const presetInput = (request: SynthesisRequest): SynthesizeInput => ({
         text: request.text,
         voice: request.voice.engineVoice,
@@ -137,12 +148,14 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
       const synthesizeClone = (request: SynthesisRequest, plan: ClonePlan) =>
         tts.synthesizeClone({ text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate } satisfies CloneSynthesizeInput, { priority: request.priority })
       const synthesize = Effect.fn("Synthesizer.synthesize")(function*(request: SynthesisRequest) {
+        if (unspoken(request.text)) return { ...silence(request), pcm: new Int16Array(0) }
         yield* Metric.update(synthesesStarted, 1)
         const plan = request.voice.clonePlan
         if (plan !== undefined) return yield* synthesizeClone(request, plan)
         return yield* tts.synthesize(presetInput(request), { priority: request.priority })
       })
       const synthesizeStream = Effect.fn("Synthesizer.synthesizeStream")(function*(request: SynthesisRequest, onBlock: (pcm: Int16Array) => void) {
+        if (unspoken(request.text)) return { ...silence(request), samples: 0 }
         yield* Metric.update(synthesesStarted, 1)
         const plan = request.voice.clonePlan
         if (plan === undefined) return yield* tts.synthesizeStream(presetInput(request), { priority: request.priority }, onBlock)

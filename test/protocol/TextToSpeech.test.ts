@@ -255,7 +255,7 @@ t.test("credits: debited by text length on success; too few credits is 402 and n
 
 t.test("text a voice renders as no audio at all (punctuation only on Flite's kal voices) is 400, not an empty 200, and costs nothing", async (t) => {
   for (const voice of ["walter-en", "kevin-en"]) {
-    for (const text of ["----------", "\"\"\"\""]) {
+    for (const text of ["----------", "\"\"\"\"", "... ", "!? "]) {
       const before = await balance(owner.userId)
       await expectError(t, await post(`/text-to-speech/${voice}`, { text }), 400, "invalid_request")
       await expectError(t, await post(`/text-to-speech/${voice}/stream`, { text }), 400, "invalid_request")

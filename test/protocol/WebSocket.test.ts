@@ -330,6 +330,20 @@ t.test("credits: one per synthesized character; an empty account gets quota_exce
   t.match(await ws.nextJson(), { close: CLOSE_POLICY })
 })
 
+t.test("a chunk of punctuation only is silence: an empty frame that spells it, not charged (Flite made 7 ms of audio for it)", async (t) => {
+  const user = await service.newUser(1000)
+  const ws = await open(t, { voice: "walter-en", headers: { "xi-api-key": user.apiKey } })
+  ws.send({ text: " " })
+  ws.send({ text: "... ", flush: true })
+  const silent = await until(ws, (f) => f.flushDone === true)
+  t.equal(spoken(silent), "... ", "the alignment still spells the chunk")
+  t.equal(decode(silent).bytes, 0, "no audio")
+  ws.send({ text: "Hello there.", flush: true })
+  const spokenFrames = await until(ws, (f) => f.flushDone === true)
+  t.ok(decode(spokenFrames).durationMs > 300, "the next chunk is spoken")
+  t.equal(await Effect.runPromise(service.users.balance(user.userId)), 1000 - "Hello there.".length, "only the spoken chunk is charged")
+})
+
 t.test("backpressure: a client that stops reading pauses its synthesis with bounded memory, then resumes", async (t) => {
   const ws = await open(t)
   ws.send({ text: " ", voice_settings: { speed: 0.5 } })
