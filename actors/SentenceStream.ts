@@ -56,9 +56,10 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
     for (let i = 0; i < n; i++) {
       const { fiber, blocks } = inFlight[i]!
       yield* forEachBlock(blocks, (block) => Effect.andThen(emitBlock(block, segments[i]!, i), startRest))
-      yield* startRest
-      // The queue ends when the synthesis does; a failure surfaces here, after its blocks.
+      // The queue ends when the synthesis does; a failure surfaces here, after its blocks (and a
+      // first segment that failed before any block starts no others).
       const result = yield* Fiber.join(fiber)
+      yield* startRest
       inFlight[i] = undefined
       if (i + ahead < n) yield* start(i + ahead)
       yield* endSegment(result, segments[i]!, i)

@@ -170,10 +170,12 @@ export const errorTable = (): ReadonlyArray<readonly [string, Mapping]> => Objec
 
 /**
  * Turns any failure into the ApiError to send. Returns `internal: true` when the cause must be
- * logged as a fault rather than as a client mistake.
+ * logged as a fault rather than as a client mistake. A 5xx that asks the client to retry
+ * (Retry-After: a full queue, a shutdown) is load shedding doing its job, not a fault: under
+ * overload a stack trace per refused request would flood the log.
  */
 export const toApiError = (failure: unknown): { error: ApiError; internal: boolean } => {
-  if (failure instanceof ApiError) return { error: failure, internal: failure.status >= 500 }
+  if (failure instanceof ApiError) return { error: failure, internal: failure.status >= 500 && failure.headers?.["retry-after"] === undefined }
   const tagged = failure as { _tag?: unknown; reason?: unknown; message?: unknown }
   if (typeof tagged?._tag === "string") {
     // Effect's SqlError carries its reason as a tagged object, not a string.
@@ -184,7 +186,7 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
         ? tagged.message
         : row.publicMessage ?? genericMessage(row.status)
       const headers = row.retryAfterS === undefined ? {} : { headers: { "retry-after": String(row.retryAfterS) } }
-      return { error: new ApiError({ status: row.status, code: row.code, message, ...headers }), internal: row.status >= 500 }
+      return { error: new ApiError({ status: row.status, code: row.code, message, ...headers }), internal: row.status >= 500 && row.retryAfterS === undefined }
     }
   }
   return { error: new ApiError({ status: 500, code: "internal_error", message: genericMessage(500) }), internal: true }

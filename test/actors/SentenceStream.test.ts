@@ -54,3 +54,20 @@ t.test("ahead 1 runs one synthesis at a time", async (t) => {
   t.equal(mostRunning, 1)
   t.same(events, ["start 0", "block 0.0", "block 0.1", "start 1", "end 0", "block 1.0", "block 1.1", "end 1"])
 })
+
+t.test("a first segment that fails before any block starts no other segment", async (t) => {
+  const started: Array<number> = []
+  const exit = await Effect.runPromiseExit(streamInOrder(
+    [0, 1, 2],
+    3,
+    (segment, _i, _onBlock: (b: string) => void) =>
+      Effect.suspend(() => {
+        started.push(segment)
+        return segment === 0 ? Effect.andThen(Effect.yieldNow, Effect.fail("engine failed")) : Effect.succeed(1)
+      }),
+    () => Effect.void,
+    () => Effect.void
+  ))
+  t.equal(exit._tag, "Failure")
+  t.same(started, [0], "segments 1 and 2 never started")
+})

@@ -252,6 +252,15 @@ t.test("error table: every row maps to its status and code", async (t) => {
   t.equal(toApiError({ _tag: "AccountsError", reason: "InsufficientCredits", message: "out" }).error.status, 402)
 })
 
+t.test("a 5xx that asks for a retry is load shedding, logged without a stack; other 5xx are faults", async (t) => {
+  t.equal(toApiError({ _tag: "EngineError", reason: "QueueFull", message: "too many files being decoded" }).internal, false)
+  t.equal(toApiError({ _tag: "EngineError", reason: "Closed", message: "shutting down" }).internal, false)
+  t.equal(toApiError(new ApiError({ status: 503, code: "shutting_down", message: "m", headers: { "retry-after": "1" } })).internal, false)
+  t.equal(toApiError({ _tag: "SqlError", reason: { _tag: "ConnectionError" }, message: "down" }).internal, true)
+  t.equal(toApiError(new ApiError({ status: 502, code: "engine_failed", message: "m" })).internal, true)
+  t.equal(toApiError(new Error("x")).internal, true)
+})
+
 t.test("a client that hangs up after a large upload interrupts the work on it", async (t) => {
   // The body arrives while nobody reads it, so the reader pauses the socket, and uWS delivers
   // the rest of the body anyway: the body ends with its socket paused, where a hang-up was
