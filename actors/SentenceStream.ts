@@ -55,7 +55,7 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
     })
     for (let i = 0; i < n; i++) {
       const { fiber, blocks } = inFlight[i]!
-      yield* forEachBlock(blocks, (block) => Effect.andThen(emitBlock(block, segments[i]!, i), startRest))
+      yield* forEachBlock(blocks, i === 0 ? (block) => Effect.andThen(emitBlock(block, segments[0]!, 0), startRest) : (block) => emitBlock(block, segments[i]!, i))
       // The queue ends when the synthesis does; a failure surfaces here, after its blocks (and a
       // first segment that failed before any block starts no others).
       const result = yield* Fiber.join(fiber)

@@ -19,7 +19,7 @@ const highWaterBytes = 256 * 1024
  * How often a socket left paused after its whole body arrived is read for a hang-up, ms: the
  * longest a disconnected client's request goes on (and is charged) unnoticed.
  */
-export const hangUpProbeMs = 500
+const hangUpProbeMs = 500
 
 export class RequestBody implements BodyReader {
   private readonly queue: Array<Uint8Array> = []
@@ -121,11 +121,12 @@ export class RequestBody implements BodyReader {
    * FIN or reset waiting then fires onAborted) and paused again, which stops the timer.
    */
   private probeForHangUp(): void {
+    // Runs only while the socket is paused: `release` and `abort` stop it before anything else
+    // touches the response (after an abort, the response must not be touched at all).
     this.probe = setInterval(() => {
-      if (!this.paused) return this.stopProbe()
       this.res.resume()
       setImmediate(() => {
-        if (this.paused && this.probe !== undefined) this.res.pause()
+        if (this.probe !== undefined) this.res.pause()
       })
     }, hangUpProbeMs)
   }
