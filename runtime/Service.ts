@@ -5,7 +5,7 @@
  * Order matters for shutdown: the server is built last so it is drained first (scope finalizers
  * run in reverse), then the worker pool closes, then the database.
  */
-import { Context, Effect, Layer, Option, Redacted, Scope } from "effect"
+import { Context, Effect, Layer, Option, Redacted, References, Scope } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import { readFileSync } from "node:fs"
 import { buildOpenApi } from "../protocol/OpenApi.ts"
@@ -365,6 +365,13 @@ export const startServer = Effect.gen(function*() {
 })
 
 /**
+ * Spans off: nothing here exports them (no tracer is configured), yet with tracing on every
+ * `Effect.fn` call on a request's path builds a span, reads the clock and copies annotations.
+ * Names of `Effect.fn` still appear in the stack traces of logged failures.
+ */
+const noSpans = Layer.succeed(References.TracerEnabled, false)
+
+/**
  * Everything a process needs: layers, logging, then the server. The layers are built into the
  * caller's scope (not `Effect.provide`d), because they must outlive `startServer`: the pool and
  * the database serve requests until that scope closes.
@@ -373,6 +380,6 @@ export const runService = (config: AppConfigShape, overrides: ServiceOverrides =
   Effect.gen(function*() {
     // Provided to the layers too, not merged beside them: fibers forked while they are built (the
     // job runner, the webhook dispatcher, sweepers) keep the logger they were forked with.
-    const context = yield* Layer.build(serviceLayers(config, overrides).pipe(Layer.provideMerge(loggingLayer(config.logLevel))))
+    const context = yield* Layer.build(serviceLayers(config, overrides).pipe(Layer.provideMerge(Layer.merge(loggingLayer(config.logLevel), noSpans))))
     return yield* startServer.pipe(Effect.provideContext(context))
   })

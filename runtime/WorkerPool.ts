@@ -249,24 +249,13 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
       })
     })
 
-  const run = Effect.fn("WorkerPool.run")(function*<A>(
-    kind: string,
-    input: unknown,
-    runOptions?: RunOptions
-  ): Effect.fn.Return<A, EngineError> {
-    yield* Effect.annotateCurrentSpan({ kind, priority: runOptions?.priority ?? "batch" })
-    return yield* dispatch<A>(kind, input, runOptions, undefined)
-  })
+  // Plain functions, not `Effect.fn`: every sentence of every session passes here, and a span
+  // per task (nothing exports spans) was pure cost on the way to the first audio.
+  const run = <A>(kind: string, input: unknown, runOptions?: RunOptions): Effect.Effect<A, EngineError> =>
+    dispatch<A>(kind, input, runOptions, undefined)
 
-  const stream = Effect.fn("WorkerPool.stream")(function*<A>(
-    kind: string,
-    input: unknown,
-    onPiece: (piece: unknown) => void,
-    runOptions?: RunOptions
-  ): Effect.fn.Return<A, EngineError> {
-    yield* Effect.annotateCurrentSpan({ kind, priority: runOptions?.priority ?? "batch" })
-    return yield* dispatch<A>(kind, input, runOptions, onPiece)
-  })
+  const stream = <A>(kind: string, input: unknown, onPiece: (piece: unknown) => void, runOptions?: RunOptions): Effect.Effect<A, EngineError> =>
+    dispatch<A>(kind, input, runOptions, onPiece)
 
   const ping = run<{ readonly pid: number; readonly threadId: number }>("pool.ping", null, { priority: "realtime" })
 
