@@ -76,8 +76,12 @@ const wholeText = (text: string) => {
   return { text: text.slice(charStart, charEnd), charStart, charEnd }
 }
 
-/** Validates and resolves; nothing is synthesized or billed yet (runSegments bills). */
-export const prepareSpeech = Effect.fn("SpeechRequest.prepare")(function*(input: SpeechInput) {
+/**
+ * Validates and resolves; nothing is synthesized or billed yet (runSegments bills). Untraced, as
+ * the Synthesizer's per-request calls are: it runs before every request's first audio, and a traced
+ * `Effect.fn` captures a stack and builds a span per call.
+ */
+export const prepareSpeech = Effect.fnUntraced(function*(input: SpeechInput) {
   yield* checkText(input.text)
   const synthesizer = yield* Synthesizer
   const voice = yield* speakingIn(yield* synthesizer.resolveVoice(input.voiceId, input.userId), input.language)

@@ -116,7 +116,9 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
       const findVoice = (voiceId: string) => byId.get(voiceId)
       const notFound = (voiceId: string) =>
         new SpeechError({ reason: "VoiceNotFound", message: `voice "${voiceId}" not found; GET /v1/voices lists the voices` })
-      const resolveVoice = Effect.fn("Synthesizer.resolveVoice")(function*(voiceId: string, userId?: string | null) {
+      // Untraced: these run per request and per sentence, on the way to the first audio (a traced
+      // Effect.fn captures a stack and builds a span per call).
+      const resolveVoice = Effect.fnUntraced(function*(voiceId: string, userId?: string | null) {
         if (voiceId.startsWith("vc_")) {
           if (clones._tag === "None" || userId === undefined || userId === null) return yield* notFound(voiceId)
           const row = yield* clones.value.get(userId, voiceId).pipe(
@@ -147,14 +149,14 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
       })
       const synthesizeClone = (request: SynthesisRequest, plan: ClonePlan) =>
         tts.synthesizeClone({ text: request.text, plan, speed: request.speed, sampleRate: request.sampleRate } satisfies CloneSynthesizeInput, { priority: request.priority })
-      const synthesize = Effect.fn("Synthesizer.synthesize")(function*(request: SynthesisRequest) {
+      const synthesize = Effect.fnUntraced(function*(request: SynthesisRequest) {
         if (unspoken(request.text)) return { ...silence(request), pcm: new Int16Array(0) }
         yield* Metric.update(synthesesStarted, 1)
         const plan = request.voice.clonePlan
         if (plan !== undefined) return yield* synthesizeClone(request, plan)
         return yield* tts.synthesize(presetInput(request), { priority: request.priority })
       })
-      const synthesizeStream = Effect.fn("Synthesizer.synthesizeStream")(function*(request: SynthesisRequest, onBlock: (pcm: Int16Array) => void) {
+      const synthesizeStream = Effect.fnUntraced(function*(request: SynthesisRequest, onBlock: (pcm: Int16Array) => void) {
         if (unspoken(request.text)) return { ...silence(request), samples: 0 }
         yield* Metric.update(synthesesStarted, 1)
         const plan = request.voice.clonePlan
