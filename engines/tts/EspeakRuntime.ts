@@ -9,8 +9,11 @@
  *    from the same bytes on every thread. Of its 16.3 MB only the first 1.15 MB hold anything at
  *    the snapshot (static data, stack, the heap so far); the rest is zero. So the snapshot keeps
  *    that prefix and the restore copies it and zero-fills the rest: 0.65 ms instead of 2.45 ms
- *    for a copy of the whole memory (measured on the shared 2-core machine), paid before every
- *    synthesis, and 15 MB less per thread.
+ *    for a copy of the whole memory (measured on the shared 2-core machine), and 15 MB less per
+ *    thread. The restore runs after a use, not before the next: deferred to the thread's next
+ *    event-loop turn (the task's result and last audio are not held up by it), where an idle
+ *    worker does it before the next request arrives, so the next first block does not wait for
+ *    it. A use that comes first (back-to-back tasks) restores inline, as before.
  *  - `set_voice` returns 2 for an unknown voice and silently keeps the previous one; an unknown
  *    `+variant` is accepted with 0 and ignored. Both are turned into TtsError VoiceNotFound
  *    (variants are checked against the build's `voices/!v` directory).
@@ -95,6 +98,9 @@ export class EspeakRuntime {
   readonly languageNames: ReadonlySet<string>
   readonly variants: ReadonlySet<string>
   private readonly snapshot: Uint8Array
+  /** Memory has been used since the last restore. */
+  private dirty = false
+  private restoreScheduled = false
 
   private constructor(private readonly m: EspeakModule, private readonly w: ESpeakNGWorker, readonly loadMs: number) {
     this.sampleRate = w.get_samplerate()
@@ -154,12 +160,26 @@ export class EspeakRuntime {
   /** Restores the pristine state, selects the voice, and runs `f` with it. Synchronous. */
   withVoice<A>(voiceId: string, params: EspeakParams, f: (session: EspeakSession) => A): A {
     this.checkVoiceId(voiceId)
-    this.restore()
-    const code = this.w.set_voice(this.cString(voiceId))
-    if (code !== 0) throw new TtsError("VoiceNotFound", `espeak-ng set_voice("${voiceId}") returned ${code}`)
-    this.w.set_rate(Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)))
-    this.w.set_pitch(Math.round(clamp(params.pitch, 0, 100)))
-    return f({ synthesize: (text, onBlock) => this.synth(text, onBlock), textToIpa: (text) => this.ipa(text) })
+    if (this.dirty) this.restore()
+    this.dirty = true
+    try {
+      const code = this.w.set_voice(this.cString(voiceId))
+      if (code !== 0) throw new TtsError("VoiceNotFound", `espeak-ng set_voice("${voiceId}") returned ${code}`)
+      this.w.set_rate(Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)))
+      this.w.set_pitch(Math.round(clamp(params.pitch, 0, 100)))
+      return f({ synthesize: (text, onBlock) => this.synth(text, onBlock), textToIpa: (text) => this.ipa(text) })
+    } finally {
+      this.restoreLater()
+    }
+  }
+
+  private restoreLater() {
+    if (this.restoreScheduled) return
+    this.restoreScheduled = true
+    setImmediate(() => {
+      this.restoreScheduled = false
+      if (this.dirty) this.restore()
+    })
   }
 
   private restore() {
@@ -168,6 +188,7 @@ export class EspeakRuntime {
     // Zero at the snapshot past its prefix, and memory grown since must look fresh too
     // (allocators may assume zeroed pages).
     heap.fill(0, this.snapshot.length)
+    this.dirty = false
   }
 
   private cString(s: string): { ptr: number } {

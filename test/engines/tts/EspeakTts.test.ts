@@ -71,3 +71,30 @@ t.test("long text (8000 chars) synthesizes with sane timings", async (t) => {
   t.ok(seconds > 300 && seconds < 1200, `${seconds.toFixed(0)} s`)
   t.ok(r.words.length > 1000, `${r.words.length} words`)
 })
+
+t.test("the memory restore runs after a use: the same bytes whether the next call comes at once, after the deferred restore, or after another text", async (t) => {
+  const request = { text: "Tere hommikust, kallis sõber!", voice: estonian, speed: 1 }
+  const bytes = async () => {
+    const { samples } = await engine.synthesize(request)
+    return Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength).toString("base64")
+  }
+  const reference = await bytes()
+  // Back to back (microtasks only): the next call restores inline.
+  const atOnce = await bytes()
+  // After a macrotask turn: the deferred restore has run, the call starts on pristine memory.
+  await new Promise((resolve) => setImmediate(resolve))
+  const afterIdle = await bytes()
+  // Another text and voice in between leave nothing behind.
+  await engine.synthesize({ text: "Something else entirely, in English.", voice: english, speed: 1.3 })
+  const afterOther = await bytes()
+  t.equal(atOnce, reference, "back to back")
+  t.equal(afterIdle, reference, "after the deferred restore")
+  t.equal(afterOther, reference, "after another synthesis")
+  const streamed: Array<Float32Array> = []
+  await new Promise((resolve) => setTimeout(resolve, 5))
+  await engine.synthesizeBlocks(request, (block) => (streamed.push(block), true))
+  const joined = new Float32Array(streamed.reduce((n, b) => n + b.length, 0))
+  let at = 0
+  for (const b of streamed) (joined.set(b, at), (at += b.length))
+  t.equal(Buffer.from(joined.buffer).toString("base64"), reference, "streamed after idle equals the whole")
+})
