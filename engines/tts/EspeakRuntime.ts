@@ -9,8 +9,8 @@
  *    from the same bytes on every thread. Of its 16.3 MB only the first 1.15 MB hold anything at
  *    the snapshot (static data, stack, the heap so far); the rest is zero. So the snapshot keeps
  *    that prefix and the restore copies it and zero-fills the rest: 0.65 ms instead of 2.45 ms
- *    for a copy of the whole memory (measured on the shared 2-core machine), and 15 MB less per
- *    thread. The restore runs after a use, not before the next: deferred to the thread's next
+ *    for a copy of the whole memory (measured on an earlier shared 2-core machine; ~1.5 ms on a
+ *    slower one, most of a warm first block), and 15 MB less per thread. The restore runs after a use, not before the next: deferred to the thread's next
  *    event-loop turn (the task's result and last audio are not held up by it), where an idle
  *    worker does it before the next request arrives, so the next first block does not wait for
  *    it. A use that comes first (back-to-back tasks) restores inline, as before.
@@ -157,7 +157,7 @@ export class EspeakRuntime {
     }
   }
 
-  /** Restores the pristine state, selects the voice, and runs `f` with it. Synchronous. */
+  /** From the pristine state (restored here if the deferred restore has not run), selects the voice and runs `f`. Synchronous. */
   withVoice<A>(voiceId: string, params: EspeakParams, f: (session: EspeakSession) => A): A {
     this.checkVoiceId(voiceId)
     if (this.dirty) this.restore()
