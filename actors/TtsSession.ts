@@ -317,8 +317,8 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
   /** Synthesize the whole buffer now (flush, try_trigger_generation, end of input). */
   const speakBuffer = (ctx: Context): Ending | undefined => {
     const chunk = toChunk(ctx.buffer)
-    ctx.buffer = ""
-    return chunk === undefined ? undefined : speakAll(ctx, [chunk])
+    // A blank buffer is kept: it leads the next chunk, so the alignment still spells it.
+    return chunk === undefined ? undefined : ((ctx.buffer = ""), speakAll(ctx, [chunk]))
   }
 
   const append = (ctx: Context, text: string): Ending | undefined => {

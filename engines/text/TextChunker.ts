@@ -14,8 +14,8 @@
  * buffer may become "3.5"; a "." after a digit at the very end waits for the next piece.
  * Abbreviations ("Dr.") are boundaries: with 40 characters before them that costs a pause, no more.
  *
- * Chunks keep their surrounding whitespace in `raw`, so the alignment of all chunks spells the
- * input exactly; `text` is what is synthesized. Its sibling Segmenter.ts cuts a whole text into
+ * Chunks keep their surrounding whitespace in `raw` (a sentence takes the whitespace after it), so
+ * the alignment of all chunks spells the input exactly; `text` is what is synthesized. Its sibling Segmenter.ts cuts a whole text into
  * sentences (streamed HTTP synthesis, the engines); this module decides when buffered text is
  * ready at all.
  */
@@ -88,6 +88,9 @@ export const takeChunks = (buffer: string): { readonly chunks: Array<Chunk>; rea
   for (;;) {
     const window = indexAfter(rest, MAX_CHUNK_CHARS)
     let cut = qualifyingBoundary(rest, window)
+    // The whitespace after a sentence goes with it: left as the rest, a flush would find a blank
+    // buffer and its characters would be missing from the alignment (which must spell the input).
+    if (cut !== undefined) while (cut < window && /\s/u.test(rest[cut]!)) cut++
     // `window` < length: more than 240 code points; = length: exactly 240 or fewer.
     if (cut === undefined && (window < rest.length || countCharacters(rest) >= MAX_CHUNK_CHARS)) cut = forcedCut(rest, window)
     if (cut === undefined) break

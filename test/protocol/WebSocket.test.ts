@@ -156,10 +156,10 @@ t.test("thresholds: 39 characters counting the '.' wait, 40 are synthesized at t
   ws.send({ text: `${s40} ` })
   const first = await until(ws, isChunkEnd)
   t.ok(first.every(isAudio), "39 + '.' (40 held): synthesized without a flush")
-  t.equal(spoken(first), s40)
+  t.equal(spoken(first), `${s40} `, "the space after the sentence goes with it")
   ws.send({ text: "Lõpp.", flush: true })
   const b = await until(ws, (f) => f.flushDone === true)
-  t.equal(spoken(b), " Lõpp.")
+  t.equal(spoken(b), "Lõpp.")
 
   let long = ""
   while (long.length < 250) long += "sõna "
@@ -328,6 +328,15 @@ t.test("credits: one per synthesized character; an empty account gets quota_exce
   const error = await ws.nextJson()
   t.match(error, { error: { code: "quota_exceeded", message: String } })
   t.match(await ws.nextJson(), { close: CLOSE_POLICY })
+})
+
+t.test("whitespace after a sentence that a flush cuts stays in the alignment (outside finding: it was dropped at each flush)", async (t) => {
+  const ws = await open(t)
+  ws.send({ text: " " })
+  const pieces = [0, 1, 2, 3, 4, 5].map((k) => `Kontekst a lause ${k}. `)
+  pieces.forEach((text, k) => ws.send({ text, flush: k % 3 === 2 }))
+  const frames = [...await until(ws, (f) => f.flushDone === true), ...await until(ws, (f) => f.flushDone === true)]
+  t.equal(spoken(frames), pieces.join(""), "every character, the spaces at the flushes included")
 })
 
 t.test("a chunk of punctuation only is silence: an empty frame that spells it, not charged (Flite made 7 ms of audio for it)", async (t) => {

@@ -15,7 +15,8 @@ t.test("a sentence of 39 characters counting its '.' waits; 40 counting it is cu
   t.same(takeChunks(`${exactly(38)}. More`).chunks, [])
   const { chunks, rest } = takeChunks(`${exactly(39)}. More`)
   t.same(chunks.map((c) => c.text), [`${exactly(39)}.`])
-  t.equal(rest, " More")
+  t.equal(chunks[0]!.raw, `${exactly(39)}. `, "the space after the sentence goes with it")
+  t.equal(rest, "More")
   t.equal(takeChunks(`   ${exactly(38)}. More`).chunks.length, 0, "whitespace before the sentence is not counted")
 })
 
@@ -30,7 +31,8 @@ t.test("short sentences accumulate until one closes 40 characters", async (t) =>
   const text = "Hi. Yes. This sentence makes the buffer long enough now. Tail"
   const { chunks, rest } = takeChunks(text)
   t.same(chunks.map((c) => c.text), ["Hi. Yes. This sentence makes the buffer long enough now."])
-  t.equal(rest, " Tail")
+  t.equal(rest, "Tail")
+  t.same(takeChunks(`${text.slice(0, -4)}`).rest, "", "a sentence and the whitespace after it leave nothing blank behind for a flush")
 })
 
 t.test("at 240 characters the buffer is cut at the last space before 240", async (t) => {
