@@ -33,7 +33,8 @@ export interface BodyReader {
   readonly bytes: (limitBytes: number) => Effect.Effect<Uint8Array, ApiError>
   /**
    * Each chunk in order to `onChunk` (copied, safe to keep); the socket is paused while the
-   * returned effect runs, so a slow consumer slows the client instead of buffering in memory.
+   * returned effect runs, so a slow consumer slows the client instead of buffering in memory
+   * (what uWS still delivers after the pause goes to a temporary file: runtime/RequestBody.ts).
    */
   readonly chunks: <E>(
     limitBytes: number,

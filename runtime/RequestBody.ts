@@ -4,13 +4,19 @@
  * uWS drops body bytes that arrive while no `onData` handler is attached, so the handler is
  * attached synchronously when the request arrives and chunks are queued until a consumer asks.
  * Hazards handled here: uWS neuters each chunk's ArrayBuffer when the callback returns (we copy),
- * the queue is bounded by pausing the socket (`res.pause()`), and the size limit is enforced as
- * bytes arrive: a body past its limit fails with 413 without being read to the end.
+ * the queue is bounded by pausing the socket (`res.pause()`) and, where uWS reads on regardless,
+ * by spilling to a file (`SpillFile`), and the size limit is enforced as bytes arrive: a body
+ * past its limit fails with 413 without being read to the end.
  */
 import type { HttpResponse } from "@based/uws"
 import { Effect } from "effect"
-import { type ApiError, badRequest, payloadTooLarge } from "../protocol/ApiError.ts"
+import { randomBytes } from "node:crypto"
+import { closeSync, openSync, read, rmSync, unlinkSync, writeSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { type ApiError, badRequest, payloadTooLarge, toApiError } from "../protocol/ApiError.ts"
 import type { BodyReader } from "../protocol/Http.ts"
+import { localIoError } from "../storage/BlobStore.ts"
 
 /** Bytes queued before the socket is paused, while nobody consumes. */
 const highWaterBytes = 256 * 1024
@@ -21,9 +27,109 @@ const highWaterBytes = 256 * 1024
  */
 const hangUpProbeMs = 500
 
+/**
+ * Bytes held in memory past which a chunk that arrives while the socket is paused is written to
+ * the spill file instead. `pause()` does not stop a read uWS is in the middle of: while each
+ * `recv` fills its 512 KiB buffer it reads again, calling onData each time, without returning
+ * to the event loop or looking at the pause. A fast sender (a 100 MB upload over loopback)
+ * keeps the buffer full, and 20-60 MB arrived in one such burst while paused; no consumer can
+ * run meanwhile (its disk writes complete on the event loop), so held in memory they were the
+ * RSS growth of a large upload.
+ */
+const spillAfterBytes = 4 * highWaterBytes
+
+/** Most bytes one body spills; past it, chunks queue in memory again (as with no spill file). */
+const maxSpillBytes = 1024 * 1024 * 1024
+
+/** A queued chunk that went to the spill file: `length` bytes at offset `at`. */
+interface Spilled {
+  readonly at: number
+  readonly length: number
+}
+
+const byteLength = (entry: Uint8Array | Spilled) => (entry instanceof Uint8Array ? entry.byteLength : entry.length)
+
+/**
+ * The overrun of one body: an unlinked temporary file (removed the moment it is created, so
+ * nothing is left behind whatever happens; the open descriptor keeps its bytes), written
+ * synchronously from onData (the event loop is held by uWS's read burst anyway; the bytes go to
+ * the page cache, not to the process's heap) and read back in order as the consumer gets to them.
+ * Any failure (no such directory, full disk) leaves the rest of the body in memory, as before.
+ */
+class SpillFile {
+  private fd: number | undefined
+  private end = 0
+  private reads = 0
+  private closed = false
+  private failed = false
+
+  constructor(private readonly dir: string) {}
+
+  /** Appends `bytes`; undefined when they could not be written (keep them in memory). */
+  append(bytes: Uint8Array): Spilled | undefined {
+    if (this.failed || this.closed || this.end + bytes.byteLength > maxSpillBytes) return undefined
+    try {
+      if (this.fd === undefined) {
+        const file = path.join(this.dir, `body-spill-${randomBytes(8).toString("hex")}`)
+        this.fd = openSync(file, "wx+", 0o600)
+        try {
+          unlinkSync(file)
+        } catch (e) {
+          closeSync(this.fd)
+          this.fd = undefined
+          rmSync(file, { force: true })
+          throw e
+        }
+      }
+      // Positional: a failed write leaves `end` where it was, the partial bytes are never read.
+      for (let done = 0; done < bytes.byteLength;) {
+        done += writeSync(this.fd, bytes, done, bytes.byteLength - done, this.end + done)
+      }
+    } catch {
+      this.failed = true
+      return undefined
+    }
+    const spilled = { at: this.end, length: bytes.byteLength }
+    this.end += bytes.byteLength
+    return spilled
+  }
+
+  /** Reads a spilled chunk back into new memory (the consumer may keep it). */
+  read(entry: Spilled, done: (result: Effect.Effect<Uint8Array, ApiError>) => void): void {
+    if (this.closed || this.fd === undefined) {
+      return done(Effect.fail(toApiError(localIoError("request body spill", new Error("spill file closed"))).error))
+    }
+    // allocUnsafe: every byte is overwritten, or the short read is refused below.
+    const out = Buffer.allocUnsafe(entry.length)
+    this.reads++
+    read(this.fd, out, 0, entry.length, entry.at, (e, n) => {
+      this.reads--
+      if (this.closed && this.reads === 0) this.closeNow()
+      const failure = e ?? (n === entry.length ? undefined : new Error(`short read: ${n} of ${entry.length} bytes`))
+      done(failure === undefined ? Effect.succeed(out) : Effect.fail(toApiError(localIoError("request body spill", failure)).error))
+    })
+  }
+
+  /** Closes the file, once no read is in flight (its descriptor could otherwise be reused under it). */
+  close(): void {
+    this.closed = true
+    if (this.reads === 0) this.closeNow()
+  }
+
+  private closeNow(): void {
+    const fd = this.fd
+    this.fd = undefined
+    if (fd !== undefined) closeSync(fd)
+  }
+}
+
 export class RequestBody implements BodyReader {
-  private readonly queue: Array<Uint8Array> = []
+  private readonly queue: Array<Uint8Array | Spilled> = []
+  /** Bytes queued, in memory and spilled: what pause and resume go by. */
   private queuedBytes = 0
+  /** Bytes queued in memory. */
+  private memoryBytes = 0
+  private spill: SpillFile | undefined
   private received = 0
   private ended: boolean
   private paused = false
@@ -37,7 +143,9 @@ export class RequestBody implements BodyReader {
     private readonly res: HttpResponse,
     /** From Content-Length; undefined when chunked or absent. */
     private readonly declaredLength: number | undefined,
-    expectsBody: boolean
+    expectsBody: boolean,
+    /** Where the spill file is created (and at once unlinked). */
+    private readonly spillDir: string = tmpdir()
   ) {
     this.ended = !expectsBody
     if (expectsBody) {
@@ -48,13 +156,23 @@ export class RequestBody implements BodyReader {
           if (isLast) this.ended = true
           return
         }
-        // Must copy: the ArrayBuffer is neutered as soon as this callback returns.
-        const copy = new Uint8Array(chunk.byteLength)
-        copy.set(new Uint8Array(chunk))
-        this.received += copy.byteLength
-        if (copy.byteLength > 0) {
-          this.queue.push(copy)
-          this.queuedBytes += copy.byteLength
+        const bytes = new Uint8Array(chunk)
+        this.received += bytes.byteLength
+        if (bytes.byteLength > 0) {
+          // Paused and still called: uWS is reading on past the pause (see spillAfterBytes).
+          const spilled = this.paused && this.memoryBytes >= spillAfterBytes
+            ? (this.spill ??= new SpillFile(this.spillDir)).append(bytes)
+            : undefined
+          if (spilled !== undefined) {
+            this.queue.push(spilled)
+          } else {
+            // Must copy: the ArrayBuffer is neutered as soon as this callback returns.
+            const copy = new Uint8Array(bytes.byteLength)
+            copy.set(bytes)
+            this.queue.push(copy)
+            this.memoryBytes += copy.byteLength
+          }
+          this.queuedBytes += bytes.byteLength
         }
         if (isLast) {
           this.ended = true
@@ -73,6 +191,9 @@ export class RequestBody implements BodyReader {
   abort(): void {
     this.ended = true
     this.stopProbe()
+    // A consumer still taking chunks after this (its fiber is being interrupted) fails on a
+    // spilled one rather than getting a body with a hole in it.
+    this.spill?.close()
     this.notify()
   }
 
@@ -108,6 +229,8 @@ export class RequestBody implements BodyReader {
     this.discarding = true
     this.queue.length = 0
     this.queuedBytes = 0
+    this.memoryBytes = 0
+    this.spill?.close()
     this.release()
   }
 
@@ -142,12 +265,13 @@ export class RequestBody implements BodyReader {
     w?.()
   }
 
-  private next(): Effect.Effect<Uint8Array | undefined> {
-    return Effect.callback<Uint8Array | undefined>((resume) => {
+  private next(): Effect.Effect<Uint8Array | undefined, ApiError> {
+    return Effect.callback<Uint8Array | undefined, ApiError>((resume) => {
       const take = () => {
         const chunk = this.queue.shift()
         if (chunk !== undefined) {
-          this.queuedBytes -= chunk.byteLength
+          this.queuedBytes -= byteLength(chunk)
+          if (chunk instanceof Uint8Array) this.memoryBytes -= chunk.byteLength
           // Hazard: resuming re-arms uWS's 10 s idle timer. Once the whole body has arrived the
           // socket stays paused until the response is written (`release`), or a transcription
           // longer than 10 s would have its connection closed under it; meanwhile it is only
@@ -156,10 +280,12 @@ export class RequestBody implements BodyReader {
             this.paused = false
             this.res.resume()
           }
-          resume(Effect.succeed(chunk))
+          if (chunk instanceof Uint8Array) resume(Effect.succeed(chunk))
+          else this.spill!.read(chunk, resume)
           return true
         }
         if (this.ended) {
+          this.spill?.close()
           resume(Effect.succeed(undefined))
           return true
         }

@@ -8,6 +8,9 @@
  */
 import type { HttpResponse } from "@based/uws"
 import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import t from "tap"
 import { RequestBody } from "../../runtime/RequestBody.ts"
 
@@ -23,7 +26,17 @@ const scriptedResponse = () => {
     pause: () => void calls.push("pause"),
     resume: () => void calls.push("resume")
   }
-  return { res: res as unknown as HttpResponse, calls, deliver: (bytes: number, isLast: boolean) => onData!(new ArrayBuffer(bytes), isLast) }
+  return {
+    res: res as unknown as HttpResponse,
+    calls,
+    deliver: (bytes: number, isLast: boolean) => onData!(new ArrayBuffer(bytes), isLast),
+    /** As uWS does: a fresh ArrayBuffer, detached once the callback returns. */
+    deliverBytes: (bytes: Uint8Array, isLast: boolean) => {
+      const ab = bytes.slice().buffer
+      onData!(ab, isLast)
+      structuredClone(ab, { transfer: [ab] })
+    }
+  }
 }
 
 const until = async (condition: () => boolean) => {
@@ -62,4 +75,66 @@ t.test("a body read to its end while the socket was not paused is left alone", a
   t.equal((await Effect.runPromise(body.bytes(1000))).byteLength, 1000)
   await new Promise((resolve) => setTimeout(resolve, 1200))
   t.same(calls, [])
+})
+
+/**
+ * uWS reads on after `pause()` while each read fills its buffer (a fast sender): tens of MB of a
+ * large upload arrived in one burst with the socket paused, all held in memory. Past a small
+ * in-memory backlog such chunks now go to an unlinked spill file and are read back in order.
+ */
+const pattern = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff)
+const spillDescriptors = () =>
+  fs.readdirSync("/proc/self/fd").filter((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`).includes("body-spill-")
+    } catch {
+      return false
+    }
+  })
+const memoryBytes = (body: RequestBody) => (body as unknown as { memoryBytes: number }).memoryBytes
+
+t.test("chunks that arrive while paused past the backlog are spilled, then read back in order", async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "spill-test-"))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const { res, calls, deliverBytes } = scriptedResponse()
+  const chunk = 512 * 1024
+  const count = 40 // 20 MiB delivered in one burst, the socket paused after the first chunk
+  const body = new RequestBody(res, chunk * count, true, dir)
+  const sent: Array<Uint8Array> = []
+  let peak = 0
+  for (let i = 0; i < count; i++) {
+    sent.push(pattern(chunk, i))
+    deliverBytes(sent[i]!, i === count - 1)
+    peak = Math.max(peak, memoryBytes(body))
+  }
+  t.same(calls, ["pause"], "paused once; uWS delivered the rest regardless")
+  t.ok(peak <= 1024 * 1024 + chunk, `held in memory at most the backlog and a chunk (peak ${peak} bytes)`)
+  t.same(fs.readdirSync(dir), [], "the spill file is unlinked as soon as it is made")
+  t.equal(spillDescriptors().length, 1, "the spill file is open while the body is unread")
+  const got = await Effect.runPromise(body.bytes(chunk * count))
+  t.ok(Buffer.from(got).equals(Buffer.concat(sent)), "the consumer gets every byte, in order")
+  t.equal(spillDescriptors().length, 0, "closed once the body is read to its end")
+  body.release()
+})
+
+t.test("a spill file that cannot be made leaves the body in memory, intact", async (t) => {
+  const { res, deliverBytes } = scriptedResponse()
+  const chunk = 512 * 1024
+  const body = new RequestBody(res, chunk * 6, true, path.join(os.tmpdir(), "no-such-dir", String(process.pid)))
+  const sent = Array.from({ length: 6 }, (_, i) => pattern(chunk, i))
+  sent.forEach((c, i) => deliverBytes(c, i === sent.length - 1))
+  t.equal(memoryBytes(body), chunk * 6, "all of it queued in memory, as without a spill file")
+  const got = await Effect.runPromise(body.bytes(chunk * 6))
+  t.ok(Buffer.from(got).equals(Buffer.concat(sent)))
+  body.release() // the body ended paused: stops its hang-up probe
+})
+
+t.test("an answer written before the body is read (413, 401) closes the spill file", async (t) => {
+  const { res, deliverBytes } = scriptedResponse()
+  const chunk = 512 * 1024
+  const body = new RequestBody(res, chunk * 8, true)
+  for (let i = 0; i < 8; i++) deliverBytes(pattern(chunk, i), false)
+  t.equal(spillDescriptors().length, 1)
+  body.discard()
+  t.equal(spillDescriptors().length, 0)
 })
