@@ -5,12 +5,11 @@
  * work done for it. Within a segment, each block is emitted as soon as it arrives, so the first
  * audio leaves when the engine's first block is made, not when its sentence is done.
  *
- * Memory: the blocks of a segment that is ahead of the reader wait in that segment's mailbox (at
+ * Memory: the blocks of a segment that is ahead of the reader wait in that segment's queue (at
  * most `ahead` segments' audio). Interrupting the caller interrupts the in-flight syntheses
  * (they are child fibers), which cancels their pool tasks at their next block.
  */
-import { Effect, Fiber } from "effect"
-import { BlockMailbox, forEachBlock } from "./BlockMailbox.ts"
+import { Cause, Effect, Fiber, Queue } from "effect"
 
 export const streamInOrder = <S, B, A, E, E2, R, R2>(
   segments: ReadonlyArray<S>,
@@ -28,12 +27,14 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
 ): Effect.Effect<void, E | E2, R | R2> =>
   Effect.gen(function*() {
     const n = segments.length
-    const inFlight: Array<{ readonly fiber: Fiber.Fiber<A, E>; readonly blocks: BlockMailbox<B> } | undefined> = new Array(n)
+    const inFlight: Array<{ readonly fiber: Fiber.Fiber<A, E>; readonly blocks: Queue.Queue<B, Cause.Done> } | undefined> = new Array(n)
     const start = (i: number) =>
       Effect.gen(function*() {
-        const blocks = new BlockMailbox<B>()
+        const blocks = yield* Queue.unbounded<B, Cause.Done>()
         const fiber = yield* Effect.forkChild(
-          synthesize(segments[i]!, i, (block) => blocks.offer(block)).pipe(Effect.ensuring(blocks.close)),
+          synthesize(segments[i]!, i, (block) => {
+            Queue.offerUnsafe(blocks, block)
+          }).pipe(Effect.ensuring(Queue.end(blocks))),
           // Run to the pool dispatch now: a scheduled start waits one event-loop turn (setImmediate),
           // 2.5 of 22 ms of the first byte on a loaded machine.
           { startImmediately: true }
@@ -55,12 +56,22 @@ export const streamInOrder = <S, B, A, E, E2, R, R2>(
     for (let i = 0; i < n; i++) {
       const { fiber, blocks } = inFlight[i]!
       yield* forEachBlock(blocks, i === 0 ? (block) => Effect.andThen(emitBlock(block, segments[0]!, 0), startRest) : (block) => emitBlock(block, segments[i]!, i))
-      // The mailbox ends when the synthesis does; a failure surfaces here, after its blocks (and a
+      // The queue ends when the synthesis does; a failure surfaces here, after its blocks (and a
       // first segment that failed before any block starts no others).
       const result = yield* Fiber.join(fiber)
       yield* startRest
       inFlight[i] = undefined
       if (i + ahead < n) yield* start(i + ahead)
       yield* endSegment(result, segments[i]!, i)
+    }
+  })
+
+/** Runs `f` on each block as it arrives, in order, until the queue ends. */
+export const forEachBlock = <B, E, R>(blocks: Queue.Dequeue<B, Cause.Done>, f: (block: B) => Effect.Effect<void, E, R>): Effect.Effect<void, E, R> =>
+  Effect.gen(function*() {
+    for (;;) {
+      const taken = yield* Queue.takeAll(blocks).pipe(Effect.catchIf(Cause.isDone, () => Effect.succeed(undefined)))
+      if (taken === undefined) return
+      for (const block of taken) yield* f(block)
     }
   })

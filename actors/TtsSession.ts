@@ -40,7 +40,7 @@ import { Credits } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
 import { SpeechError } from "../engines/tts/SpeechError.ts"
 import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
-import { BlockMailbox, forEachBlock } from "./BlockMailbox.ts"
+import { forEachBlock } from "./SentenceStream.ts"
 import { payWithFirstFrame, Unpaid } from "./ChunkCharge.ts"
 import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
 import { countCharacters } from "../engines/text/TextLength.ts"
@@ -127,7 +127,7 @@ type Result =
     readonly _tag: "Audio"
     readonly chunk: Chunk
     /** The chunk's PCM blocks as the engine makes them; ends with the synthesis. */
-    readonly blocks: BlockMailbox<Int16Array>
+    readonly blocks: Queue.Queue<Int16Array, Cause.Done>
     readonly synthesis: Fiber.Fiber<SynthesizeSummary, unknown>
   }
 
@@ -183,13 +183,13 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
           continue
         }
         ctx.queuedChars -= countCharacters(work.chunk.raw)
-        const blocks = new BlockMailbox<Int16Array>()
+        const blocks = yield* Queue.unbounded<Int16Array, Cause.Done>()
         const request = { voice, text: work.chunk.text, speed: work.speed, sampleRate: format.sampleRate, priority: "realtime" as const }
         // Counted in the fiber: a cancel can interrupt it before it starts, and nothing would count it down.
         let counted = false
-        const synthesis = yield* Effect.forkChild(Effect.suspend(() => ((counted = true), synthesizing++, synthesizer.synthesizeStream(request, (pcm) => blocks.offer(pcm)))).pipe(
+        const synthesis = yield* Effect.forkChild(Effect.suspend(() => ((counted = true), synthesizing++, synthesizer.synthesizeStream(request, (pcm) => Queue.offerUnsafe(blocks, pcm)))).pipe(
           Effect.tap(() => Metric.update(chunksSynthesized, 1)),
-          Effect.ensuring(Effect.andThen(blocks.close, Effect.sync(() => ((synthesizing -= counted ? 1 : 0), (lastActivity = now())))))
+          Effect.ensuring(Effect.andThen(Queue.end(blocks), Effect.sync(() => ((synthesizing -= counted ? 1 : 0), (lastActivity = now())))))
         ), { startImmediately: true }) // to the pool dispatch at once, not after an event-loop turn
         yield* Queue.offer(results, { _tag: "Audio", chunk: work.chunk, blocks, synthesis })
         const exit = yield* Fiber.await(synthesis)
