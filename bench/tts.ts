@@ -137,9 +137,11 @@ const progress = (what: string) => console.error(`  … ${what}`)
 /**
  * In-process espeak time for one text, warm: p50 and p99 over `runs` calls, ms, of the whole
  * synthesis and of its first block (the engine's own blocks, as `synthesizeBlocks` hands them over:
- * the earliest the service could send audio).
+ * the earliest the service could send audio). With `idleMs`, each call follows that much idleness:
+ * how the engine meets a one-client stream, whose requests arrive after the previous response was
+ * read (caches and the core gone cold); printed beside the warm figure, which stays the target's.
  */
-export async function rawFirstSentence(runs: number, text = FIRST_SENTENCE) {
+export async function rawFirstSentence(runs: number, text = FIRST_SENTENCE, idleMs = 0) {
   const { EspeakTts } = await import("../engines/tts/EspeakTts.ts")
   const engine = await EspeakTts.load()
   for (let i = 0; i < 20; i++) await engine.synthesize({ text, voice, speed: 1 })
@@ -147,6 +149,7 @@ export async function rawFirstSentence(runs: number, text = FIRST_SENTENCE) {
   const firstBlock: Array<number> = []
   let audioSeconds = 0
   for (let i = 0; i < runs; i++) {
+    if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs))
     const started = performance.now()
     let first = NaN
     const out = await engine.synthesizeBlocks({ text, voice, speed: 1 }, () => {
@@ -158,28 +161,6 @@ export async function rawFirstSentence(runs: number, text = FIRST_SENTENCE) {
     audioSeconds = out.sampleCount / out.sampleRate
   }
   return { p50: percentile(times, 0.5), p99: percentile(times, 0.99), firstBlockP50: percentile(firstBlock, 0.5), firstBlockP99: percentile(firstBlock, 0.99), audioSeconds }
-}
-
-/**
- * The raw engine's first block when each call follows `idleMs` of idleness, p50 ms: how the
- * engine meets a one-client stream, whose requests arrive after the previous response was read
- * (caches and the core gone cold). Printed beside the warm figure, which stays the target's.
- */
-async function rawFirstBlockAfterIdle(runs: number, idleMs: number, text = FIRST_SENTENCE): Promise<number> {
-  const { EspeakTts } = await import("../engines/tts/EspeakTts.ts")
-  const engine = await EspeakTts.load()
-  const firstBlock: Array<number> = []
-  for (let i = 0; i < runs; i++) {
-    await new Promise((resolve) => setTimeout(resolve, idleMs))
-    const started = performance.now()
-    let first = NaN
-    await engine.synthesizeBlocks({ text, voice, speed: 1 }, () => {
-      if (Number.isNaN(first)) first = performance.now() - started
-      return true
-    })
-    firstBlock.push(first)
-  }
-  return percentile(firstBlock, 0.5)
 }
 
 /** The raw engine in `processes` children on the same segments; audio seconds per wall second. */
@@ -305,7 +286,7 @@ async function main() {
   // Raw engine first, while nothing else of ours runs on the machine.
   progress("raw engine: first sentence, in process")
   const raw = await rawFirstSentence(smoke ? 5 : 100)
-  const rawAfterIdle = await rawFirstBlockAfterIdle(smoke ? 3 : 40, RAW_IDLE_MS)
+  const rawAfterIdle = (await rawFirstSentence(smoke ? 3 : 40, FIRST_SENTENCE, RAW_IDLE_MS)).firstBlockP50
   progress(`raw engine: ${texts.length} texts in ${workers} process(es)`)
   const rawParallel = await rawThroughput(texts, workers)
   progress("HTTP floor: a bare uWS handler")

@@ -47,6 +47,9 @@ interface Spilled {
   readonly length: number
 }
 
+/** What a failed read-back of the spill file answers: the error table's answer for a local storage failure. */
+const spillFailure = (cause: unknown): ApiError => toApiError(localIoError("request body spill", cause)).error
+
 const byteLength = (entry: Uint8Array | Spilled) => (entry instanceof Uint8Array ? entry.byteLength : entry.length)
 
 /**
@@ -97,7 +100,7 @@ class SpillFile {
   /** Reads a spilled chunk back into new memory (the consumer may keep it). */
   read(entry: Spilled, done: (result: Effect.Effect<Uint8Array, ApiError>) => void): void {
     if (this.closed || this.fd === undefined) {
-      return done(Effect.fail(toApiError(localIoError("request body spill", new Error("spill file closed"))).error))
+      return done(Effect.fail(spillFailure(new Error("spill file closed"))))
     }
     // allocUnsafe: every byte is overwritten, or the short read is refused below.
     const out = Buffer.allocUnsafe(entry.length)
@@ -106,7 +109,7 @@ class SpillFile {
       this.reads--
       if (this.closed && this.reads === 0) this.closeNow()
       const failure = e ?? (n === entry.length ? undefined : new Error(`short read: ${n} of ${entry.length} bytes`))
-      done(failure === undefined ? Effect.succeed(out) : Effect.fail(toApiError(localIoError("request body spill", failure)).error))
+      done(failure === undefined ? Effect.succeed(out) : Effect.fail(spillFailure(failure)))
     })
   }
 
