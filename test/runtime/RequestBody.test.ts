@@ -138,3 +138,15 @@ t.test("an answer written before the body is read (413, 401) closes the spill fi
   body.discard()
   t.equal(spillDescriptors().length, 0)
 })
+
+t.test("a client that hangs up mid-upload closes the spill file, and a reader still taking gets no body with a hole in it", async (t) => {
+  const { res, deliverBytes } = scriptedResponse()
+  const chunk = 512 * 1024
+  const body = new RequestBody(res, chunk * 16, true)
+  for (let i = 0; i < 8; i++) deliverBytes(pattern(chunk, i), false)
+  t.equal(spillDescriptors().length, 1)
+  body.abort()
+  t.equal(spillDescriptors().length, 0, "closed on abort")
+  const exit = await Effect.runPromiseExit(body.bytes(chunk * 16))
+  t.equal(exit._tag, "Failure", "reading on fails rather than returning a partial body")
+})
