@@ -77,10 +77,10 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
     app.any("/*", (res, req) => {
       // Everything from `req` must be copied now: it is invalid after this callback returns.
       const x = new Exchange(bridge, res, req)
-      res.onAborted(() => x.abort())
       if (x.malformed !== undefined) {
         const error = x.malformed
         if (!x.framingBroken) return x.reject(error)
+        res.onAborted(() => x.abort())
         // Answered after uWS has parsed the rest of this read: bytes after the head may hold a
         // request smuggled in the body. While this one is unanswered, uWS closes the connection
         // on seeing another rather than dispatching it (its rule for pipelining behind a
@@ -115,6 +115,9 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
           return
         }
       }
+      // Registered only now: an answer written within this callback needs no abort handler, and
+      // each one is a persistent handle uWS creates and destroys per request.
+      res.onAborted(() => x.abort())
       const program = handled.pipe(
         Effect.flatMap((reply) => send(x, reply)),
         Effect.catchCause((cause) => failed(x, cause)),

@@ -11,18 +11,22 @@ import { PrometheusMetrics } from "effect/observability"
 /** Seconds; covers fast JSON answers up to long syntheses. */
 const latencyBoundaries = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
+interface RouteSeries {
+  readonly counters: Map<number, Metric.Counter<number>>
+  readonly histogram: Metric.Histogram<number>
+}
+
 export class HttpMetrics {
-  private readonly byRoute = new Map<string, {
-    readonly counters: Map<number, Metric.Counter<number>>
-    readonly histogram: Metric.Histogram<number>
-  }>()
+  /** Route template, then method: both are looked up as they come (no concatenated key to hash per request). */
+  private readonly byRoute = new Map<string, Map<string, RouteSeries>>()
 
   constructor(private readonly context: Context.Context<never>) {}
 
   /** Records one finished request; `seconds` is wall time from arrival to last byte. */
   record(route: string, method: string, status: number, seconds: number): void {
-    const key = method + route
-    let entry = this.byRoute.get(key)
+    let byMethod = this.byRoute.get(route)
+    if (byMethod === undefined) this.byRoute.set(route, byMethod = new Map())
+    let entry = byMethod.get(method)
     if (entry === undefined) {
       entry = {
         counters: new Map(),
@@ -32,7 +36,7 @@ export class HttpMetrics {
           boundaries: latencyBoundaries
         })
       }
-      this.byRoute.set(key, entry)
+      byMethod.set(method, entry)
     }
     let counter = entry.counters.get(status)
     if (counter === undefined) {
