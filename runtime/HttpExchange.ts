@@ -20,6 +20,7 @@ const methodsWithBody = new Set(["POST", "PUT", "PATCH", "DELETE"])
 export class Bridge {
   readonly metrics: HttpMetrics
   readonly accessLog: boolean
+  readonly spillDir: string | undefined
   /**
    * Request ids: a random per-server prefix and a counter. Unique across restarts and instances
    * with overwhelming probability, and far cheaper per request than a UUID.
@@ -28,9 +29,10 @@ export class Bridge {
   private idCounter = 0
   private readonly resourceMetadataUrl: () => string | undefined
 
-  constructor(options: Pick<HttpServerOptions<unknown>, "metrics" | "accessLog" | "resourceMetadataUrl">) {
+  constructor(options: Pick<HttpServerOptions<unknown>, "metrics" | "accessLog" | "resourceMetadataUrl" | "spillDir">) {
     this.metrics = options.metrics
     this.accessLog = options.accessLog ?? false
+    this.spillDir = options.spillDir
     this.resourceMetadataUrl = options.resourceMetadataUrl ?? (() => undefined)
   }
 
@@ -99,7 +101,7 @@ export class Exchange implements RequestContext, HttpRequest {
       const declared = lengthHeader !== undefined && /^\d+$/.test(lengthHeader) ? Number(lengthHeader) : undefined
       const expectsBody = declared === undefined ? headers["transfer-encoding"] !== undefined : declared > 0
       // onData must be attached now: uWS drops body bytes that arrive with no handler.
-      this.reader = new RequestBody(res, declared, expectsBody)
+      this.reader = new RequestBody(res, declared, expectsBody, bridge.spillDir)
     }
   }
 

@@ -40,6 +40,12 @@ export interface HttpServerOptions<R> {
   /** A signed-in browser's session cookie as a credential (the site's playground). */
   readonly authenticateSession?: AuthenticateSession
   readonly metrics: HttpMetrics
+  /**
+   * Where a request body past its in-memory allowance spills (runtime/RequestBody.ts): the data
+   * directory's `tmp`, on disk, rather than the OS temp dir, which is often a tmpfs (Debian 13,
+   * Fedora, Arch) whose pages are memory. Absent: the OS temp dir.
+   */
+  readonly spillDir?: string
   /** One JSON line per finished request on stdout (LOG_LEVEL debug or trace). */
   readonly accessLog?: boolean
   /**

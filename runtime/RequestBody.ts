@@ -11,7 +11,7 @@
 import type { HttpResponse } from "@based/uws"
 import { Effect } from "effect"
 import { randomBytes } from "node:crypto"
-import { closeSync, openSync, read, rmSync, unlinkSync, writeSync } from "node:fs"
+import { closeSync, mkdirSync, openSync, read, rmSync, unlinkSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { type ApiError, badRequest, payloadTooLarge, toApiError } from "../protocol/ApiError.ts"
@@ -74,6 +74,8 @@ class SpillFile {
     try {
       if (this.fd === undefined) {
         const file = path.join(this.dir, `body-spill-${randomBytes(8).toString("hex")}`)
+        // The data directory's tmp may not exist yet (it is made on first use); once per spilled body.
+        mkdirSync(this.dir, { recursive: true })
         this.fd = openSync(file, "wx+", 0o600)
         try {
           unlinkSync(file)
@@ -147,7 +149,7 @@ export class RequestBody implements BodyReader {
     /** From Content-Length; undefined when chunked or absent. */
     private readonly declaredLength: number | undefined,
     expectsBody: boolean,
-    /** Where the spill file is created (and at once unlinked). */
+    /** Where the spill file is created (and at once unlinked); undefined: the OS temp dir. */
     private readonly spillDir: string = tmpdir()
   ) {
     this.ended = !expectsBody

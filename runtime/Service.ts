@@ -339,6 +339,7 @@ export const startServer = Effect.gen(function*() {
         s === undefined ? undefined : { principal: { userId: s.userId, keyId: null, scopes: apiKeyScopes }, csrfToken: s.csrfToken }),
     metrics,
     accessLog: config.logLevel === "debug" || config.logLevel === "trace",
+    spillDir: path.join(config.dataDir, "tmp"),
     resourceMetadataUrl,
     // Route handlers never see the keys service; only the WebSocket revocation watch needs it.
     configure: (app) => webSockets.register(app).pipe(Effect.provideService(ApiKeys, keys))
