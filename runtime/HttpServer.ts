@@ -109,9 +109,16 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       const route = match.route
       x.routeLabel = route.path
       x.params = match.params
-      const handled = route.auth === "none"
-        ? route.handler(x.context(null))
-        : Effect.flatMap(authorizeRoute(route, x.headers, options.authenticate, x.method, options.authenticateSession), (principal) => route.handler(x.context(principal)))
+      let handled: Effect.Effect<Reply<R>, unknown, R>
+      try {
+        handled = route.auth === "none"
+          ? route.handler(x.context(null))
+          : Effect.flatMap(authorizeRoute(route, x.headers, options.authenticate, x.method, options.authenticateSession), (principal) => route.handler(x.context(principal)))
+      } catch (defect) {
+        // A handler that throws while building its effect (a bug) is answered and logged like one
+        // that fails inside its fiber: a 500, never a request left with no answer and no abort handler.
+        handled = Effect.die(defect)
+      }
       // A handler that is already a successful whole reply (the model list, health) is answered
       // here, without a fiber: the cheapest path for what load balancers and SDKs poll most.
       if (Exit.isExit(handled) && Exit.isSuccess(handled)) {

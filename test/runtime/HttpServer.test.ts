@@ -43,6 +43,13 @@ const routes: Array<Route<never>> = [
     handler: () => Effect.die(new Error("secret internal detail"))
   },
   {
+    // A bug: the handler throws while building its effect, before any fiber exists.
+    method: "POST", path: "/throws", auth: "none", operationId: "throws", summary: "", tags: [], responses: {},
+    handler: () => {
+      throw new Error("secret synchronous detail")
+    }
+  },
+  {
     method: "GET", path: "/stream/{failAt}", auth: "none", operationId: "stream", summary: "", tags: [], responses: {},
     handler: (ctx) =>
       Effect.succeed(Reply.stream(200, { "content-type": "application/octet-stream" }, (w) =>
@@ -208,6 +215,14 @@ t.test("a body sent after Expect: 100-continue, in pieces, is read to the end", 
 t.test("internal faults give a generic 500 without internal messages", async (t) => {
   const body = await expectError(t, await fetch(`${base}/boom`), 500, "internal_error")
   t.notMatch(body.detail.message, /secret/)
+})
+
+t.test("a handler that throws before its effect exists gets a generic 500, and the server answers on", async (t) => {
+  for (let i = 0; i < 3; i++) {
+    const body = await expectError(t, await fetch(`${base}/throws`, { method: "POST", body: "x".repeat(100) }), 500, "internal_error")
+    t.notMatch(body.detail.message, /secret/)
+  }
+  t.equal((await fetch(`${base}/maybe`)).status, 200)
 })
 
 t.test("client request ids are kept", async (t) => {
