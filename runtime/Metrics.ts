@@ -2,14 +2,20 @@
  * Service metrics in Prometheus text format, built on Effect's `Metric` registry.
  *
  * Request metrics are labelled by route template (never the raw path, which would let clients
- * create unbounded label sets), method and status. Metric objects per label set are cached so
- * the per-request cost is two map lookups and two unsafe updates, no Effect allocation.
+ * create unbounded label sets), method (known methods only) and status. Metric objects per label
+ * set are cached so the per-request cost is a few map lookups and two unsafe updates.
  */
 import { Context, Effect, Metric } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 
 /** Seconds; covers fast JSON answers up to long syntheses. */
 const latencyBoundaries = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+
+/**
+ * Methods labelled as themselves; any other token uWS accepts (it takes any) is `OTHER`, or a
+ * client could make a new series per request (20,000 made-up methods grew /metrics to 35 MB).
+ */
+const labelledMethods = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"])
 
 interface RouteSeries {
   readonly counters: Map<number, Metric.Counter<number>>
@@ -23,7 +29,8 @@ export class HttpMetrics {
   constructor(private readonly context: Context.Context<never>) {}
 
   /** Records one finished request; `seconds` is wall time from arrival to last byte. */
-  record(route: string, method: string, status: number, seconds: number): void {
+  record(route: string, requestMethod: string, status: number, seconds: number): void {
+    const method = labelledMethods.has(requestMethod) ? requestMethod : "OTHER"
     let byMethod = this.byRoute.get(route)
     if (byMethod === undefined) this.byRoute.set(route, byMethod = new Map())
     let entry = byMethod.get(method)

@@ -4,6 +4,7 @@
  */
 import { ElevenLabsClient } from "@elevenlabs/elevenlabs-js"
 import { Validator } from "@seriousme/openapi-schema-validator"
+import * as net from "node:net"
 import t from "tap"
 import { startTestService } from "./support/service.ts"
 
@@ -64,6 +65,29 @@ t.test("metrics: request counts by route template and status, pool gauges", asyn
   t.match(text, /http_request_duration_seconds_bucket\{route="\/api\/v1\/models",method="GET",le="0.005"\}/)
   t.match(text, /worker_pool_queue_depth \d+/)
   t.match(text, /worker_pool_threads 1/)
+})
+
+t.test("metrics: made-up methods share one OTHER label, so a client cannot grow the series", async (t) => {
+  const { hostname, port } = new URL(service.siteUrl)
+  const methods = Array.from({ length: 50 }, (_, i) => `MADEUP${i}X`)
+  const answers = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname, () => {
+      socket.write(methods.map((m) => `${m} /nope HTTP/1.1\r\nHost: x\r\n\r\n`).join(""))
+    })
+    let got = ""
+    socket.on("data", (d) => {
+      got += d.toString("latin1")
+      if ((got.match(/HTTP\/1\.1 /g) ?? []).length >= methods.length) socket.end()
+    })
+    socket.on("close", () => resolve(got))
+    socket.on("error", reject)
+    setTimeout(() => socket.destroy(new Error(`only got: ${got.slice(0, 200)}`)), 20_000).unref()
+  })
+  t.equal((answers.match(/HTTP\/1\.1 404 /g) ?? []).length, methods.length, "each answered 404")
+  const text = await (await fetch(`${service.siteUrl}/metrics`)).text()
+  t.notMatch(text, /MADEUP/, "no series per made-up method")
+  t.match(text, /http_requests_total\{route="unmatched",method="OTHER",status="404"\} (\d+)/)
+  t.equal(Number(/http_requests_total\{route="unmatched",method="OTHER",status="404"\} (\d+)/.exec(text)?.[1]), methods.length)
 })
 
 t.test("protected resource metadata is served where 401s point", async (t) => {
