@@ -36,7 +36,10 @@ declare module "@echogarden/espeak-ng-emscripten" {
   export interface EspeakModule {
     readonly eSpeakNGWorker: new () => ESpeakNGWorker
     readonly HEAPU8: Uint8Array
+    /** The same memory as 32-bit words (re-created, like HEAPU8, when memory grows). */
+    readonly HEAPU32: Uint32Array
     _malloc(bytes: number): number
+    _free(ptr: number): void
     readonly FS: { readdir(path: string): Array<string> }
   }
   const init: (moduleArg?: object) => Promise<EspeakModule>

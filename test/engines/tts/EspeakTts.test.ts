@@ -98,3 +98,48 @@ t.test("the memory restore runs after a use: the same bytes whether the next cal
   for (const b of streamed) (joined.set(b, at), (at += b.length))
   t.equal(Buffer.from(joined.buffer).toString("base64"), reference, "streamed after idle equals the whole")
 })
+
+/**
+ * The restore zero-fills only up to the allocator's break, on the claim that nothing above it is
+ * written between restores. Checked here after uses of every kind: nothing above the break is
+ * ever non-zero, and after the restore all memory past the snapshot is zero, as a full fill of
+ * all memory would leave it.
+ */
+t.test("the restore's zero-fill up to the break leaves memory as a full fill would", async (t) => {
+  const runtime = await EspeakRuntime.load()
+  const inside = runtime as unknown as {
+    readonly m: { readonly HEAPU8: Uint8Array; readonly HEAPU32: Uint32Array }
+    readonly breakWord: number | undefined
+    readonly snapshot: Uint8Array
+    restore(): void
+    breakValue(heap: Uint8Array): number
+  }
+  t.ok(inside.breakWord !== undefined, "the probe found the break word in this build")
+  const firstNonZero = (heap: Uint8Array, from: number) => {
+    for (let i = from; i < heap.length; i += 4096) {
+      const end = Math.min(heap.length, i + 4096)
+      for (let j = i; j < end; j++) if (heap[j] !== 0) return j
+    }
+    return -1
+  }
+  const uses: Array<[string, () => Promise<unknown>]> = [
+    ["Estonian", () => engine.synthesize({ text: "Tere hommikust, kallis sõber!", voice: estonian, speed: 1 })],
+    ["8,000 characters", () => engine.synthesize({ text: "A long sentence that goes on, and on. ".repeat(210), voice: english, speed: 1 })],
+    ["markup and phoneme syntax", () => engine.synthesize({ text: "<speak>[[h@'loU]] & <b>x</b> 3.14 $5 e.g. 1999</speak>", voice: english, speed: 2 })],
+    ["IPA for Piper", () => Promise.resolve(runtime.withVoice("de", { rateWpm: 175, pitch: 50 }, (s) => s.textToIpa("Guten Tag, wie geht es Ihnen heute?")))],
+    ["streamed in blocks", () => engine.synthesizeBlocks({ text: "Üks, kaks, kolm. Neli, viis, kuus.", voice: estonian, speed: 0.7 }, () => true)]
+  ]
+  for (const [name, use] of uses) {
+    await use()
+    const heap = inside.m.HEAPU8
+    const brk = inside.m.HEAPU32[inside.breakWord! >>> 2]!
+    t.equal(firstNonZero(heap, brk), -1, `${name}: nothing written above the break (${(brk / 1e6).toFixed(2)} MB of ${(heap.length / 1e6).toFixed(1)})`)
+    t.equal(inside.breakValue(heap), brk, `${name}: the restore zero-fills up to the break, not all of memory`)
+    inside.restore()
+    t.equal(firstNonZero(inside.m.HEAPU8, inside.snapshot.length), -1, `${name}: after the restore, all zero past the snapshot`)
+  }
+  const reference = await engine.synthesize({ text: "Tere hommikust, kallis sõber!", voice: estonian, speed: 1 })
+  await engine.synthesize({ text: "A long sentence that goes on, and on. ".repeat(210), voice: english, speed: 1 })
+  const after = await engine.synthesize({ text: "Tere hommikust, kallis sõber!", voice: estonian, speed: 1 })
+  t.ok(Buffer.from(after.samples.buffer).equals(Buffer.from(reference.samples.buffer)), "the same bytes after a long text grew the heap")
+})
