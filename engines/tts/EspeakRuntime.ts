@@ -12,8 +12,8 @@
  *    allocator's break, above which nothing is written (found by a probe at load; usually
  *    nothing, since a synthesis fits in the heap the snapshot already has). The copy takes
  *    ~0.05 ms; zero-filling the other 15 MB every time took 0.6–1.5 ms, ~20 % of a busy
- *    worker's CPU (`perf`). The restore runs after a use, not before the next: deferred to the thread's next
- *    event-loop turn (the task's result and last audio are not held up by it), where an idle
+ *    worker's CPU (`perf`). The restore runs after a use, not before the next: deferred to the
+ *    thread's next event-loop turn (the task's result and last audio are not held up by it), where an idle
  *    worker does it before the next request arrives, so the next first block does not wait for
  *    it. A use that comes first (back-to-back tasks) restores inline, as before.
  *  - `set_voice` returns 2 for an unknown voice and silently keeps the previous one; an unknown
@@ -152,8 +152,7 @@ export class EspeakRuntime {
     this.snapshotBreak = this.breakWord === undefined
       ? m.HEAPU8.length
       : new DataView(this.snapshot.buffer).getUint32(this.breakWord, true)
-    // The probe allocated and freed; back to the snapshot, zero-filling all of memory this once.
-    this.dirty = true
+    // The probe allocated and freed; back to the snapshot (the break it raised bounds the fill).
     this.restore()
   }
 
@@ -227,8 +226,8 @@ export class EspeakRuntime {
     const heap = this.m.HEAPU8
     // Read before the snapshot overwrites it. Nothing above the break has been written since the
     // last restore (the stack lies below the heap in this build, and its allocator never trims,
-    // checked by the probe), so only memory up to the break needs zeroing: typically a few MB
-    // instead of 15 (a zero-fill of 15 MB was ~20 % of a busy worker's CPU).
+    // checked by the probe), so only memory up to the break needs zeroing: usually none of the
+    // 15 MB past the snapshot (zero-filling all of it was ~20 % of a busy worker's CPU).
     const dirtyEnd = this.breakValue(heap)
     heap.set(this.snapshot)
     // Zero past the snapshot's prefix, up to where anything can have been written (memory

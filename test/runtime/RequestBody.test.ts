@@ -132,21 +132,24 @@ t.test("a spill file that cannot be made leaves the body in memory, intact", asy
   body.release() // the body ended paused: stops its hang-up probe
 })
 
-t.test("an answer written before the body is read (413, 401) closes the spill file", async (t) => {
+/** A body of `totalChunks` 512 KiB chunks of which 8 have arrived in one burst: spilled, not ended. */
+const spillingBody = (totalChunks: number) => {
   const { res, deliverBytes } = scriptedResponse()
   const chunk = 512 * 1024
-  const body = new RequestBody(res, chunk * 8, true)
+  const body = new RequestBody(res, chunk * totalChunks, true)
   for (let i = 0; i < 8; i++) deliverBytes(pattern(chunk, i), false)
+  return { body, chunk }
+}
+
+t.test("an answer written before the body is read (413, 401) closes the spill file", async (t) => {
+  const { body } = spillingBody(8)
   t.equal(spillDescriptors().length, 1)
   body.discard()
   t.equal(spillDescriptors().length, 0)
 })
 
 t.test("a client that hangs up mid-upload closes the spill file, and a reader still taking gets no body with a hole in it", async (t) => {
-  const { res, deliverBytes } = scriptedResponse()
-  const chunk = 512 * 1024
-  const body = new RequestBody(res, chunk * 16, true)
-  for (let i = 0; i < 8; i++) deliverBytes(pattern(chunk, i), false)
+  const { body, chunk } = spillingBody(16)
   t.equal(spillDescriptors().length, 1)
   body.abort()
   t.equal(spillDescriptors().length, 0, "closed on abort")
