@@ -2,13 +2,17 @@
  * Service metrics in Prometheus text format, built on Effect's `Metric` registry.
  *
  * Request metrics are labelled by route template (never the raw path, which would let clients
- * create unbounded label sets), method (known methods only) and status. Metric objects per label
- * set are cached so the per-request cost is a few map lookups and two unsafe updates.
+ * create unbounded label sets), method (known methods only) and status. Their counts live in
+ * plain fields here, registered once per label set with `Metric.registerUnsafe` and read only
+ * when /metrics is scraped. `updateUnsafe` per request looked the series up in the registry
+ * each time (the merged-attributes reference and the registry, each a miss-then-default
+ * lookup in the context, then the registry's map, for each of two metrics): `GET /models`
+ * served 10–20 % more requests per second without it (bench/http's load, alternating builds).
  */
 import { Context, Effect, Metric } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 
-/** Seconds; covers fast JSON answers up to long syntheses. */
+/** Seconds; covers fast JSON answers up to long syntheses. Ascending. */
 const latencyBoundaries = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 
 /**
@@ -17,9 +21,52 @@ const latencyBoundaries = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
  */
 const labelledMethods = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"])
 
+const ignore = () => {}
+
+/** One counter series: a number bumped per request, read at scrape time. */
+class CountSeries {
+  count = 0
+  constructor(metric: Metric.Counter<number>, context: Context.Context<never>) {
+    Metric.registerUnsafe(metric, context, { get: () => ({ count: this.count, incremental: true }), update: ignore, modify: ignore })
+  }
+}
+
+/**
+ * One histogram series, in the state Effect's own histogram reports (cumulative counts per
+ * boundary; the +Inf bucket is `count`), so the exporter renders it unchanged.
+ */
+class LatencySeries {
+  private readonly perBucket = new Uint32Array(latencyBoundaries.length + 1)
+  private count = 0
+  private sum = 0
+  private min = Number.MAX_VALUE
+  private max = -Number.MAX_VALUE
+
+  constructor(metric: Metric.Histogram<number>, context: Context.Context<never>) {
+    Metric.registerUnsafe(metric, context, { get: () => this.state(), update: ignore, modify: ignore })
+  }
+
+  observe(value: number): void {
+    // 16 boundaries: a scan from the fast end finds most answers in the first few.
+    let i = 0
+    while (i < latencyBoundaries.length && value > latencyBoundaries[i]!) i++
+    this.perBucket[i]!++
+    this.count++
+    this.sum += value
+    if (value < this.min) this.min = value
+    if (value > this.max) this.max = value
+  }
+
+  private state(): Metric.HistogramState {
+    let cumulated = 0
+    const buckets = latencyBoundaries.map((boundary, i): [number, number] => [boundary, cumulated += this.perBucket[i]!])
+    return { buckets, count: this.count, min: this.min, max: this.max, sum: this.sum }
+  }
+}
+
 interface RouteSeries {
-  readonly counters: Map<number, Metric.Counter<number>>
-  readonly histogram: Metric.Histogram<number>
+  readonly byStatus: Map<number, CountSeries>
+  readonly latency: LatencySeries
 }
 
 export class HttpMetrics {
@@ -33,28 +80,26 @@ export class HttpMetrics {
     const method = labelledMethods.has(requestMethod) ? requestMethod : "OTHER"
     let byMethod = this.byRoute.get(route)
     if (byMethod === undefined) this.byRoute.set(route, byMethod = new Map())
-    let entry = byMethod.get(method)
-    if (entry === undefined) {
-      entry = {
-        counters: new Map(),
-        histogram: Metric.histogram("http_request_duration_seconds", {
-          description: "HTTP request latency by route template and method, seconds",
-          attributes: { route, method },
-          boundaries: latencyBoundaries
-        })
-      }
-      byMethod.set(method, entry)
+    let series = byMethod.get(method)
+    if (series === undefined) {
+      const latency = Metric.histogram("http_request_duration_seconds", {
+        description: "HTTP request latency by route template and method, seconds",
+        attributes: { route, method },
+        boundaries: latencyBoundaries
+      })
+      series = { byStatus: new Map(), latency: new LatencySeries(latency, this.context) }
+      byMethod.set(method, series)
     }
-    let counter = entry.counters.get(status)
+    let counter = series.byStatus.get(status)
     if (counter === undefined) {
-      counter = Metric.counter("http_requests_total", {
+      const metric = Metric.counter("http_requests_total", {
         description: "HTTP requests by route template, method and status",
         attributes: { route, method, status: String(status) }
       })
-      entry.counters.set(status, counter)
+      series.byStatus.set(status, counter = new CountSeries(metric, this.context))
     }
-    counter.updateUnsafe(1, this.context)
-    entry.histogram.updateUnsafe(seconds, this.context)
+    counter.count++
+    series.latency.observe(seconds)
   }
 }
 
