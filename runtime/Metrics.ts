@@ -47,9 +47,10 @@ class LatencySeries {
   }
 
   observe(value: number): void {
-    // 16 boundaries: a scan from the fast end finds most answers in the first few.
+    // 16 boundaries: a scan from the fast end finds most answers in the first few. Written as
+    // "not <=" so that NaN lands in +Inf alone, as in Effect's own histogram.
     let i = 0
-    while (i < latencyBoundaries.length && value > latencyBoundaries[i]!) i++
+    while (i < latencyBoundaries.length && !(value <= latencyBoundaries[i]!)) i++
     this.perBucket[i]!++
     this.count++
     this.sum += value
@@ -66,14 +67,29 @@ class LatencySeries {
 
 interface RouteSeries {
   readonly byStatus: Map<number, CountSeries>
-  readonly latency: LatencySeries
+  /** Registered after the request's counter, in the order Effect's own metrics registered them. */
+  latency: LatencySeries | undefined
 }
+
+type SeriesTable = Map<string, Map<string, RouteSeries>>
+
+/**
+ * Series by registry: instances on one registry (services started one after another in one
+ * process, as tests do) add to the same series, as `updateUnsafe` did; a second registration
+ * of a series would replace the first and hide its counts.
+ */
+const tables = new WeakMap<Map<string, unknown>, SeriesTable>()
 
 export class HttpMetrics {
   /** Route template, then method: both are looked up as they come (no concatenated key to hash per request). */
-  private readonly byRoute = new Map<string, Map<string, RouteSeries>>()
+  private readonly byRoute: SeriesTable
 
-  constructor(private readonly context: Context.Context<never>) {}
+  constructor(private readonly context: Context.Context<never>) {
+    const registry = Context.get(context, Metric.MetricRegistry)
+    let table = tables.get(registry)
+    if (table === undefined) tables.set(registry, table = new Map())
+    this.byRoute = table
+  }
 
   /** Records one finished request; `seconds` is wall time from arrival to last byte. */
   record(route: string, requestMethod: string, status: number, seconds: number): void {
@@ -81,15 +97,7 @@ export class HttpMetrics {
     let byMethod = this.byRoute.get(route)
     if (byMethod === undefined) this.byRoute.set(route, byMethod = new Map())
     let series = byMethod.get(method)
-    if (series === undefined) {
-      const latency = Metric.histogram("http_request_duration_seconds", {
-        description: "HTTP request latency by route template and method, seconds",
-        attributes: { route, method },
-        boundaries: latencyBoundaries
-      })
-      series = { byStatus: new Map(), latency: new LatencySeries(latency, this.context) }
-      byMethod.set(method, series)
-    }
+    if (series === undefined) byMethod.set(method, series = { byStatus: new Map(), latency: undefined })
     let counter = series.byStatus.get(status)
     if (counter === undefined) {
       const metric = Metric.counter("http_requests_total", {
@@ -99,6 +107,14 @@ export class HttpMetrics {
       series.byStatus.set(status, counter = new CountSeries(metric, this.context))
     }
     counter.count++
+    series.latency ??= new LatencySeries(
+      Metric.histogram("http_request_duration_seconds", {
+        description: "HTTP request latency by route template and method, seconds",
+        attributes: { route, method },
+        boundaries: latencyBoundaries
+      }),
+      this.context
+    )
     series.latency.observe(seconds)
   }
 }
