@@ -6,15 +6,14 @@
  *
  * Best effort: where libc is not glibc (musl) or koffi has no binary, it does nothing.
  */
-import { createRequire } from "node:module"
-import type Koffi from "koffi"
+import { requireKoffi } from "./Koffi.ts"
 
 let trim: ((pad: number) => number) | null | undefined
 
 export const trimNativeHeap = (): void => {
   if (trim === undefined) {
     try {
-      trim = (createRequire(import.meta.url)("koffi") as typeof Koffi).load("libc.so.6").func("int malloc_trim(size_t pad)") as (pad: number) => number
+      trim = requireKoffi().load("libc.so.6").func("int malloc_trim(size_t pad)") as (pad: number) => number
     } catch {
       trim = null
     }

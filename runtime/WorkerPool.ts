@@ -17,6 +17,7 @@ import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
 import { isStreamMessage, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
+import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
 
 export interface WorkerPoolOptions {
   /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */
@@ -113,7 +114,8 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
     Effect.sync(() => {
       const pool = new Piscina<TaskRequest, TaskOutcome>({
         filename: bootstrap,
-        workerData: { taskModule },
+        // The espeak lock is process-wide: every pool of the process passes the same buffer.
+        workerData: { taskModule, espeakLock: espeakLockBuffer },
         maxThreads: options.workers,
         minThreads: options.idleTimeoutMs === undefined ? options.workers : 1,
         idleTimeout: options.idleTimeoutMs ?? 0,

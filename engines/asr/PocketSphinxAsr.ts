@@ -29,7 +29,8 @@
 import { accessSync, constants } from "node:fs"
 import * as path from "node:path"
 import { ASR_SAMPLE_RATE, AsrError, checkLanguage, type AsrCapabilities, type AsrEngine, type AsrOptions, type AsrResult, type AsrWord } from "./AsrEngine.ts"
-import { openPocketSphinx, requireKoffi, type Decoder, type LogMath, type PocketSphinxLib } from "./PocketSphinxFfi.ts"
+import { requireKoffi } from "../Koffi.ts"
+import { openPocketSphinx, type Decoder, type LogMath, type PocketSphinxLib } from "./PocketSphinxFfi.ts"
 
 export interface PocketSphinxOptions {
   /** dlopen name or path of the library; default the soname Debian installs. */

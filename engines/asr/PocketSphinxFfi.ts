@@ -26,8 +26,7 @@
  *  - koffi (a native addon) is required on first use, not at import, so a worker whose platform
  *    has no koffi binary still starts and only this engine reports itself unavailable.
  */
-import { createRequire } from "node:module"
-import type Koffi from "koffi"
+import { requireKoffi } from "../Koffi.ts"
 
 /** Opaque native handles (`void *` on the C side). */
 export type Pointer = { readonly __brand: "PocketSphinxPointer" }
@@ -65,9 +64,6 @@ export interface PocketSphinxLib {
 }
 
 const libraries = new Map<string, PocketSphinxLib>()
-
-/** The koffi module; throws when its native binary is missing for this platform. */
-export const requireKoffi = (): typeof Koffi => createRequire(import.meta.url)("koffi") as typeof Koffi
 
 /**
  * Opens the shared library (dlopen by soname or path) and declares the functions, once per

@@ -257,13 +257,8 @@ export class EspeakRuntime {
     const { escaped, start, end } = escapeForSsml(text)
     const chunks: Array<Int16Array> = []
     const events: Array<EspeakEvent> = []
+    const toEvent = eventMapper(start, end)
     let total = 0
-    const span = (position: number, length: number): [number, number] => {
-      // position is 1-based in code points of the escaped text.
-      const first = clamp(position - 1, 0, start.length - 1)
-      const last = clamp(position - 2 + Math.max(1, length), first, start.length - 1)
-      return start.length === 0 ? [0, 0] : [start[first]!, end[last]!]
-    }
     try {
       this.w.synthesize(this.cString(escaped), (samples, raw) => {
         let stop = false
@@ -273,16 +268,8 @@ export class EspeakRuntime {
           else stop = !onBlock(samples)
         }
         for (const e of raw) {
-          if (e.type === "word" || e.type === "sentence" || e.type === "end" || e.type === "phoneme" || e.type === "msg_terminated") {
-            const [charStart, charEnd] = span(e.text_position, e.type === "word" ? e.word_length : 0)
-            events.push({
-              type: e.type,
-              audioMs: e.audio_position,
-              charStart,
-              charEnd: e.type === "word" ? charEnd : charStart,
-              ...(e.type === "phoneme" && typeof e.id === "string" ? { phoneme: e.id } : {})
-            })
-          }
+          const event = toEvent(e.type, e.text_position, e.word_length, e.audio_position, typeof e.id === "string" ? e.id : undefined)
+          if (event !== undefined) events.push(event)
         }
         // Non-zero tells espeak to stop synthesizing; events of this block are already in.
         return stop ? 1 : 0
@@ -290,13 +277,7 @@ export class EspeakRuntime {
     } catch (cause) {
       throw new TtsError("EngineFailed", "espeak-ng synthesis failed", { cause })
     }
-    const samples = new Int16Array(onBlock === undefined ? total : 0)
-    let o = 0
-    for (const c of chunks) {
-      samples.set(c, o)
-      o += c.length
-    }
-    return { samples, sampleCount: total, events }
+    return { samples: joinSamples(chunks, onBlock === undefined ? total : 0), sampleCount: total, events }
   }
 
   private ipa(text: string): string {
@@ -312,7 +293,43 @@ export class EspeakRuntime {
   }
 }
 
-const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
+export const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
+
+/** The blocks joined into `length` samples (0: an empty array, for block-streamed calls). */
+export const joinSamples = (chunks: ReadonlyArray<Int16Array>, length: number): Int16Array => {
+  const samples = new Int16Array(length)
+  if (length === 0) return samples
+  let o = 0
+  for (const c of chunks) {
+    samples.set(c, o)
+    o += c.length
+  }
+  return samples
+}
+
+/**
+ * Turns espeak's raw events (positions 1-based in code points of the escaped text) into
+ * EspeakEvents with UTF-16 spans of the original text (`start`/`end` from escapeForSsml); other
+ * event types give undefined.
+ */
+export const eventMapper = (start: Int32Array, end: Int32Array) => {
+  const span = (position: number, length: number): [number, number] => {
+    const first = clamp(position - 1, 0, start.length - 1)
+    const last = clamp(position - 2 + Math.max(1, length), first, start.length - 1)
+    return start.length === 0 ? [0, 0] : [start[first]!, end[last]!]
+  }
+  return (type: string, textPosition: number, wordLength: number, audioMs: number, id: string | undefined): EspeakEvent | undefined => {
+    if (type !== "word" && type !== "sentence" && type !== "end" && type !== "phoneme" && type !== "msg_terminated") return undefined
+    const [charStart, charEnd] = span(textPosition, type === "word" ? wordLength : 0)
+    return {
+      type,
+      audioMs,
+      charStart,
+      charEnd: type === "word" ? charEnd : charStart,
+      ...(type === "phoneme" && id !== undefined ? { phoneme: id } : {})
+    }
+  }
+}
 
 /**
  * Escapes text for espeak's SSML + phoneme-input mode. Returns the escaped string and, per code

@@ -1,0 +1,346 @@
+/**
+ * One private instance of Debian's native espeak-ng (`libespeak-ng1`, 1.51) through koffi: the
+ * library file copied to a file of its own and dlopen'ed from there, so that it has statics of
+ * its own, initialised in synchronous mode with one voice, and rewound to the state it had right
+ * after that voice's warm-up before every synthesis.
+ *
+ * Why a copy per instance: espeak-ng keeps all its state in C statics (one synthesis at a time
+ * per process). dlopen returns the same handle for the same file, so two worker threads sharing
+ * it overwrite each other's state (seen: "phondata: Bad address", then espeak's exit() ended the
+ * process). A copy under another name is a separate object with its own .data and .bss; the
+ * file is deleted once mapped.
+ *
+ * Why one voice per instance, and the rewind: synthesis state (flutter phase, filter memories,
+ * echo buffer) carries over in statics, so the same text sounds different on each call. Copying
+ * back the writable segment (.data and .bss: 165 KB, ~0.02 ms) makes every call start from the
+ * same bytes. That is only safe while nothing the statics point to has been freed since the
+ * snapshot, and changing the voice frees the translator and dictionary the statics point to
+ * (a later rewind would bring back dangling pointers). So an instance changes voice only through
+ * `retarget`: rewind first (the statics point at live objects again), let espeak change voice
+ * (it frees what it replaces itself), warm up, and take a new snapshot. The runtime keeps one
+ * instance per voice in use (EspeakNative.ts) and retargets the least recently used one.
+ *
+ * Hazards:
+ *  - The writable segment's extent comes from the ELF program header (PT_LOAD with PF_W,
+ *    p_vaddr + p_memsz), not from /proc/self/maps: the kernel merges .bss with neighbouring
+ *    anonymous memory (a malloc arena of another thread), and rewinding that crashed the
+ *    process. Only the part the loader left writable is copied (RELRO pages are read-only).
+ *  - libc's rand() is process-wide: the noise of breathy and Klatt variants comes from it, so
+ *    callers seed it (`seedRand`) and hold the process lock around such syntheses.
+ *  - espeak_Initialize calls setlocale (process-wide) and voice loading is not thread-safe;
+ *    instances are created under the same lock (the constructor seeds rand too).
+ *  - `espeakINITIALIZE_DONT_EXIT`: without it a missing data file calls exit().
+ *  - espeak_Initialize starts an idle thread even in synchronous mode (the asynchronous mode's
+ *    command queue). Instances are therefore never terminated or unloaded: espeak_Terminate
+ *    wakes that thread through a condition variable and joins it, and the rewinds, or an
+ *    orphaned thread of an unloaded copy from an ended worker waiting at the same address, lose
+ *    the wake-up; the join then hung the thread for good (seen). Synchronous synthesis never
+ *    signals that condition variable, so parked threads stay parked.
+ */
+import { copyFileSync, readdirSync, readFileSync, unlinkSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { threadId } from "node:worker_threads"
+import type Koffi from "koffi"
+import type { LibraryHandle, TypeObject } from "koffi"
+import { requireKoffi } from "../Koffi.ts"
+
+export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
+export const ESPEAK_DATA_DIR = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
+
+/** speak_lib.h values. */
+const AUDIO_OUTPUT_SYNCHRONOUS = 2
+const INIT_PHONEME_EVENTS = 0x0001
+const INIT_PHONEME_IPA = 0x0002
+const INIT_DONT_EXIT = 0x8000
+const CHARS_UTF8 = 1
+const SSML = 0x10
+const PHONEMES = 0x100
+const POS_CHARACTER = 1
+const PARAM_RATE = 1
+const PARAM_PITCH = 3
+/**
+ * Text of the warm-up before each snapshot: silent on purpose. A spoken one ("a.") left its
+ * sound in the filter and echo memories, which the snapshot keeps and the next voice inherits:
+ * the same voice then sounded different after each history of voice changes (measured: es,
+ * en>es, fi>es, en>fi>es all differed; with a silent warm-up they are byte-identical).
+ */
+const WARM_UP = new TextEncoder().encode(" \0")
+/** Synthesis callback period, ms: the block size (as the wasm build's 100 ms). */
+const BLOCK_MS = 100
+
+export const EVENT_TYPES = ["list_terminated", "word", "sentence", "mark", "play", "end", "msg_terminated", "phoneme", "samplerate"] as const
+
+export interface RawEvent {
+  readonly type: (typeof EVENT_TYPES)[number]
+  /** 1-based, in code points of the text given to espeak. */
+  readonly textPosition: number
+  readonly length: number
+  /** ms from the start of the synthesis. */
+  readonly audioPosition: number
+  /** IPA name (phoneme events). */
+  readonly phoneme?: string
+}
+
+/** Gets each block and its events; returns false to stop the synthesis. */
+export type RawBlockSink = (samples: Int16Array, events: ReadonlyArray<RawEvent>) => boolean
+
+interface Bindings {
+  readonly koffi: typeof Koffi
+  readonly memcpyIn: (dst: bigint, src: Uint8Array, n: number) => unknown
+  readonly memcpyOut: (dst: Uint8Array, src: bigint, n: number) => unknown
+  readonly srand: (seed: number) => void
+  readonly eventType: TypeObject
+  readonly callbackType: TypeObject
+  /** The writable PT_LOAD segment of the library file: [vaddr, vaddr + memsz). */
+  readonly writable: { readonly vaddr: bigint; readonly memsz: bigint }
+}
+
+let bindings: Bindings | undefined
+
+/** Reads the writable loadable segment from a 64-bit little-endian ELF file's program headers. */
+export const writableSegment = (elf: Uint8Array): { vaddr: bigint; memsz: bigint } => {
+  const view = new DataView(elf.buffer, elf.byteOffset, elf.byteLength)
+  if (view.getUint32(0) !== 0x7f454c46 || elf[4] !== 2 || elf[5] !== 1) throw new Error("not a 64-bit little-endian ELF file")
+  const phoff = Number(view.getBigUint64(0x20, true))
+  const phentsize = view.getUint16(0x36, true)
+  const phnum = view.getUint16(0x38, true)
+  const found: Array<{ vaddr: bigint; memsz: bigint }> = []
+  for (let i = 0; i < phnum; i++) {
+    const o = phoff + i * phentsize
+    const PT_LOAD = 1
+    const PF_W = 2
+    if (view.getUint32(o, true) === PT_LOAD && (view.getUint32(o + 4, true) & PF_W) !== 0) {
+      found.push({ vaddr: view.getBigUint64(o + 16, true), memsz: view.getBigUint64(o + 40, true) })
+    }
+  }
+  if (found.length !== 1) throw new Error(`expected one writable PT_LOAD segment, found ${found.length}`)
+  return found[0]!
+}
+
+const bind = (): Bindings => {
+  if (bindings !== undefined) return bindings
+  const koffi = requireKoffi()
+  const libc = koffi.load("libc.so.6")
+  const eventType = koffi.struct({
+    type: "int",
+    unique_identifier: "uint",
+    text_position: "int",
+    length: "int",
+    audio_position: "int",
+    sample: "int",
+    user_data: "void *",
+    id: koffi.array("uint8_t", 8, "Array")
+  })
+  bindings = {
+    koffi,
+    memcpyIn: libc.func("void *memcpy(intptr_t dst, const uint8_t *src, size_t n)"),
+    memcpyOut: libc.func("void *memcpy(_Out_ uint8_t *dst, intptr_t src, size_t n)"),
+    srand: libc.func("void srand(unsigned int seed)"),
+    eventType,
+    callbackType: koffi.pointer(koffi.proto("int espeak_synth_cb(void *wav, int numsamples, void *events)")),
+    writable: writableSegment(readFileSync(LIBESPEAK_PATH))
+  }
+  return bindings
+}
+
+/** Seeds libc's process-wide rand() (the noise of breathy and Klatt variants). */
+export const seedRand = (seed: number): void => bind().srand(seed)
+
+/** Linux x86-64 futex(2). */
+const SYS_FUTEX = 202
+const PARK_TIMEOUT_MS = 2000
+
+/**
+ * Waits until a thread started since `before` is blocked in futex(2) on a word inside
+ * [start, end): the instance's own idle thread (see the hazards above), parked on its
+ * condition variable. Until then it is still working on its mutex and condition variable,
+ * which live in the segment the snapshot copies: a snapshot taken meanwhile (the thread can be
+ * slow to be scheduled under load) would have every rewind write a half-done state over them.
+ */
+const awaitParkedThread = (before: ReadonlySet<string>, start: bigint, end: bigint): void => {
+  const nap = new Int32Array(new SharedArrayBuffer(4))
+  const deadline = performance.now() + PARK_TIMEOUT_MS
+  for (;;) {
+    for (const tid of readdirSync("/proc/self/task")) {
+      if (before.has(tid)) continue
+      let fields: Array<string>
+      try {
+        fields = readFileSync(`/proc/self/task/${tid}/syscall`, "utf8").trim().split(" ")
+      } catch {
+        continue // the thread ended meanwhile
+      }
+      const word = fields[1] === undefined ? -1n : BigInt(fields[1])
+      if (Number(fields[0]) === SYS_FUTEX && word >= start && word < end) return
+    }
+    if (performance.now() > deadline) throw new Error("espeak-ng: its idle thread never parked")
+    Atomics.wait(nap, 0, 0, 1)
+  }
+}
+
+const utf8 = new TextDecoder()
+let copies = 0
+
+export class EspeakInstance {
+  readonly sampleRate: number
+  private readonly lib: LibraryHandle
+  private readonly synth: (text: Uint8Array, size: number, position: number, positionType: number, endPosition: number, flags: number, uid: null, user: null) => number
+  private readonly setParameter: (parameter: number, value: number, relative: number) => number
+  /** Where the writable segment lives in this copy, and its bytes right after the warm-up. */
+  private readonly segmentAt: bigint
+  private readonly snapshot: Uint8Array
+  private readonly setVoice: (name: string) => number
+  private voice = ""
+  /** Identifiers of the voices espeak lists ("gmw/en-US", ...). */
+  readonly voiceIdentifiers: ReadonlyArray<string>
+  private sink: RawBlockSink | undefined
+  private failure: unknown
+
+  /** Loads a private copy and selects `voiceId` (espeak's `<name>[+<variant>]`); throws when either fails. */
+  constructor(voiceId: string) {
+    const b = bind()
+    const path = join(tmpdir(), `speech-espeak-${process.pid}-${threadId}-${copies++}.so`)
+    copyFileSync(LIBESPEAK_PATH, path)
+    let base: bigint
+    let writableStart: bigint
+    try {
+      this.lib = b.koffi.load(path)
+      const mapped = readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => l.endsWith(path)).map((l) => l.split(/\s+/))
+      const first = mapped.find((m) => m[2] === "00000000")
+      const rw = mapped.find((m) => m[1]!.startsWith("rw"))
+      if (first === undefined || rw === undefined) throw new Error(`espeak-ng: ${path} is not mapped as expected`)
+      base = BigInt(`0x${first[0]!.split("-")[0]}`)
+      writableStart = BigInt(`0x${rw[0]!.split("-")[0]}`)
+    } finally {
+      unlinkSync(path)
+    }
+    const initialize = this.lib.func("int espeak_Initialize(int output, int buflength, const char *path, int options)")
+    this.synth = this.lib.func("int espeak_Synth(const uint8_t *text, size_t size, uint position, int position_type, uint end_position, uint flags, void *unique_identifier, void *user_data)")
+    this.setParameter = this.lib.func("int espeak_SetParameter(int parameter, int value, int relative)")
+    const setVoice = this.lib.func("int espeak_SetVoiceByName(const char *name)")
+    const setCallback = this.lib.func("espeak_SetSynthCallback", "void", [b.callbackType])
+    const segmentStart = base + b.writable.vaddr
+    const segmentEnd = segmentStart + b.writable.memsz
+    const threadsBefore = new Set(readdirSync("/proc/self/task"))
+    this.sampleRate = initialize(AUDIO_OUTPUT_SYNCHRONOUS, BLOCK_MS, ESPEAK_DATA_DIR, INIT_PHONEME_EVENTS | INIT_PHONEME_IPA | INIT_DONT_EXIT)
+    // A copy that failed is left loaded (never unloaded, see the hazards above).
+    if (this.sampleRate <= 0) throw new Error(`espeak-ng: espeak_Initialize returned ${this.sampleRate}`)
+    awaitParkedThread(threadsBefore, segmentStart, segmentEnd)
+    const callback = b.koffi.register((wav: unknown, count: number, events: unknown) => this.onBlock(wav, count, events), b.callbackType)
+    setCallback(callback)
+    this.setVoice = setVoice
+    this.segmentAt = writableStart > segmentStart ? writableStart : segmentStart
+    this.snapshot = new Uint8Array(Number(segmentEnd - this.segmentAt))
+    this.voiceIdentifiers = this.listVoices()
+    this.select(voiceId)
+  }
+
+  /** The voice this instance speaks with. */
+  get voiceId(): string {
+    return this.voice
+  }
+
+  /**
+   * Makes this instance speak with another voice (under the caller's lock: voice loading is not
+   * thread-safe). On failure it keeps its old voice (`voiceId` tells), or, when even that
+   * failed, must not be used again.
+   */
+  retarget(voiceId: string): void {
+    bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+    const previous = this.voice
+    try {
+      this.select(voiceId)
+    } catch (cause) {
+      bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+      this.select(previous)
+      throw cause
+    }
+  }
+
+  /** Sets the voice, warms up, and snapshots the writable segment. */
+  private select(voiceId: string) {
+    const code = this.setVoice(voiceId)
+    if (code !== 0) throw new Error(`espeak-ng: espeak_SetVoiceByName("${voiceId}") returned ${code}`)
+    this.voice = voiceId
+    // Warm-up: the voice change espeak queued (a malloc'd copy of the voice, freed when a
+    // synthesis takes it off the queue) and lazily allocated tables (the text decoder) are dealt
+    // with before the snapshot, so a rewind never brings back a queued or unallocated pointer.
+    seedRand(1)
+    this.run(WARM_UP, () => true)
+    bind().memcpyOut(this.snapshot, this.segmentAt, this.snapshot.length)
+  }
+
+  /**
+   * Identifiers of the voices espeak_ListVoices lists ("gmw/en-US", ...). Called once, before
+   * the first snapshot: listing frees and rebuilds the voice list the statics point to, so after
+   * a snapshot it would leave the rewinds dangling pointers (seen: a crash in the next voice
+   * change, which searches that list).
+   */
+  private listVoices(): Array<string> {
+    const { koffi } = bind()
+    const voiceType = koffi.struct({ name: "const char *", languages: "void *", identifier: "const char *", gender: "uint8_t", age: "uint8_t", variant: "uint8_t", xx1: "uint8_t", score: "int", spare: "void *" })
+    const list = this.lib.func("void *espeak_ListVoices(void *spec)")(null)
+    const ids: Array<string> = []
+    for (let i = 0; list !== null; i++) {
+      const voice = koffi.decode(list, i * 8, "void *")
+      if (voice === null) break
+      ids.push((koffi.decode(voice, voiceType) as { identifier: string }).identifier)
+    }
+    return ids
+  }
+
+  /** Bytes copied by each rewind. */
+  get rewindBytes(): number {
+    return this.snapshot.length
+  }
+
+  /**
+   * From the post-warm-up state, speaks NUL-terminated UTF-8 `text` (SSML and `[[phonemes]]`
+   * enabled) at `rateWpm` (80–450) and `pitch` (0–100), giving `sink` each block as it is made.
+   * Throws what the sink threw, or when espeak reports an error.
+   */
+  speak(text: Uint8Array, rateWpm: number, pitch: number, sink: RawBlockSink): void {
+    bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+    this.setParameter(PARAM_RATE, rateWpm, 0)
+    this.setParameter(PARAM_PITCH, pitch, 0)
+    this.run(text, sink)
+  }
+
+  private run(text: Uint8Array, sink: RawBlockSink) {
+    this.sink = sink
+    this.failure = undefined
+    try {
+      const code = this.synth(text, text.length, 0, POS_CHARACTER, 0, CHARS_UTF8 | SSML | PHONEMES, null, null)
+      if (this.failure !== undefined) throw this.failure
+      if (code !== 0) throw new Error(`espeak-ng: espeak_Synth returned ${code}`)
+    } finally {
+      this.sink = undefined
+    }
+  }
+
+  /** The synthesis callback: samples and events are only valid during the call, so both are copied. */
+  private onBlock(wav: unknown, count: number, eventsPtr: unknown): number {
+    if (this.sink === undefined || this.failure !== undefined) return 1
+    try {
+      const { koffi, eventType } = bind()
+      const size = koffi.sizeof(eventType)
+      const events: Array<RawEvent> = []
+      for (let i = 0; eventsPtr !== null; i++) {
+        const e = koffi.decode(eventsPtr, i * size, eventType) as { type: number; text_position: number; length: number; audio_position: number; id: Array<number> }
+        if (e.type === 0) break
+        const type = EVENT_TYPES[e.type]
+        if (type === undefined) continue
+        const raw: RawEvent = { type, textPosition: e.text_position, length: e.length, audioPosition: e.audio_position }
+        if (type === "phoneme") {
+          const end = e.id.indexOf(0)
+          events.push({ ...raw, phoneme: utf8.decode(Uint8Array.from(end < 0 ? e.id : e.id.slice(0, end))) })
+        } else events.push(raw)
+      }
+      const samples = count > 0 && wav !== null ? new Int16Array(koffi.view(wav, count * 2).slice(0)) : new Int16Array(0)
+      return this.sink(samples, events) ? 0 : 1
+    } catch (cause) {
+      this.failure = cause
+      return 1
+    }
+  }
+}

@@ -1,0 +1,121 @@
+import { createHash } from "node:crypto"
+import { readFileSync } from "node:fs"
+import { Worker } from "node:worker_threads"
+import t from "tap"
+import { espeakLockBuffer } from "../../../engines/tts/EspeakLock.ts"
+import { EspeakNative, variantUsesRand } from "../../../engines/tts/EspeakNative.ts"
+import { LIBESPEAK_PATH, writableSegment } from "../../../engines/tts/EspeakNativeLib.ts"
+import { EspeakRuntime } from "../../../engines/tts/EspeakRuntime.ts"
+import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
+
+// scripts/setup.sh installs Debian's libespeak-ng1; without it the service falls back to the
+// bundled build, but this suite is about the native one and fails rather than skips.
+const native = EspeakNative.load()
+t.ok(native, `native espeak-ng loads (${EspeakNative.reason ?? "ok"})`)
+if (native === null) process.exit(1)
+
+const params = { rateWpm: 175, pitch: 50 }
+const text = "Tere, kuidas läheb? Hästi, aitäh! The rain in Spain & <tags> [[stay]]."
+const sha = (samples: Int16Array) => createHash("sha1").update(Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength)).digest("hex")
+const hashOf = (voice: string, s = text) => sha(native.synthesize(voice, params, s).samples)
+
+t.test("the same request gives the same samples, whatever was spoken in between", async (t) => {
+  // Plain, breathy (rand) and Klatt (rand) variants, interleaved: each instance rewinds to its own
+  // post-warm-up state, and rand is seeded before noisy ones.
+  const voices = ["et", "fr", "et+f3", "en-us+klatt", "en+m3"]
+  const first = new Map(voices.map((v) => [v, hashOf(v)]))
+  for (let round = 0; round < 3; round++) {
+    for (const v of [...voices].reverse()) t.equal(hashOf(v), first.get(v), `${v}, round ${round}`)
+  }
+  t.equal(new Set(first.values()).size, voices.length, "different voices sound different")
+})
+
+t.test("worker threads speaking at once get the main thread's samples (private copies, the rand lock)", async (t) => {
+  const voices = ["et", "et+f3", "en+klatt", "de+f5"]
+  const expected = Object.fromEntries(voices.map((v) => [v, [hashOf(v)]]))
+  const run = () =>
+    new Promise<Record<string, Array<string>>>((resolve, reject) => {
+      const w = new Worker(new URL("../../fixtures/espeakNativeWorker.mjs", import.meta.url), {
+        workerData: { voices, rounds: 6, text, espeakLock: espeakLockBuffer }
+      })
+      w.once("message", resolve)
+      w.once("error", reject)
+    })
+  const results = await Promise.all([run(), run()])
+  for (const r of results) t.same(r, expected)
+})
+
+t.test("more voices than instances: retargeted instances sound as fresh ones", async (t) => {
+  const voices = ["et", "fi", "sv", "da", "nb", "de", "nl", "it", "es", "pt", "pl", "cs"]
+  const first = voices.map((v) => hashOf(v, "Üks, kaks, kolm."))
+  t.same(voices.map((v) => hashOf(v, "Üks, kaks, kolm.")), first, "after every instance was retargeted, some twice")
+})
+
+t.test("blocks: streamed blocks join to the whole; stopping after one block stops there", async (t) => {
+  const whole = native.synthesize("et", params, text)
+  const blocks: Array<Int16Array> = []
+  const streamed = native.synthesize("et", params, text, (b) => (blocks.push(b), true))
+  t.equal(streamed.samples.length, 0, "no joined copy when streaming")
+  t.equal(streamed.sampleCount, whole.sampleCount)
+  t.equal(sha(Int16Array.from(blocks.flatMap((b) => [...b]))), sha(whole.samples), "byte-identical")
+  t.ok(blocks.length >= 20, `${blocks.length} blocks of ≤ 100 ms`)
+  t.ok(blocks.every((b) => b.length <= 2206), "each at most 100 ms (2206 samples, as the bundled build) at 22050 Hz")
+  let calls = 0
+  const stopped = native.synthesize("et", params, text, () => ++calls < 1)
+  t.equal(calls, 1, "no block after the one that said stop")
+  t.equal(stopped.sampleCount, blocks[0]!.length)
+  t.equal(hashOf("et"), sha(whole.samples), "the next call is unaffected by the stop")
+})
+
+t.test("events map back to the original text, escapes included", async (t) => {
+  const { events } = native.synthesize("en", params, text)
+  const words = events.filter((e) => e.type === "word").map((e) => text.slice(e.charStart, e.charEnd))
+  for (const w of ["Tere", "kuidas", "rain", "Spain", "tags"]) t.ok(words.includes(w), `word "${w}" (${words.join("|")})`)
+  t.ok(events.some((e) => e.type === "phoneme" && e.phoneme !== undefined && e.phoneme.length > 0), "IPA phoneme events")
+  t.ok(events.every((e) => e.charStart >= 0 && e.charEnd <= text.length && e.charStart <= e.charEnd), "spans inside the text")
+  for (let i = 1; i < events.length; i++) t.ok(events[i]!.audioMs >= events[i - 1]!.audioMs - 1, `event ${i} in time order`)
+})
+
+t.test("the native and the bundled build say the same thing (different versions, close timing)", async (t) => {
+  const bundled = await EspeakRuntime.load()
+  const a = native.synthesize("et", params, text)
+  const b = bundled.withVoice("et", params, (s) => s.synthesize(text))
+  t.equal(native.sampleRate, bundled.sampleRate)
+  t.ok(Math.abs(a.sampleCount / b.sampleCount - 1) < 0.05, `${a.sampleCount} vs ${b.sampleCount} samples`)
+  // 1.51 also marks some blanks after punctuation as words; EspeakTts skips blank words.
+  const words = (ev: typeof a.events) =>
+    ev.filter((e) => e.type === "word" && text.slice(e.charStart, e.charEnd).trim() !== "").map((e) => [e.charStart, e.charEnd])
+  t.same(words(a.events), words(b.events), "same word spans")
+})
+
+t.test("EspeakTts: native for the voices Debian's 1.51 has, the bundled build for the rest", async (t) => {
+  const tts = await EspeakTts.load()
+  t.equal(tts.buildFor("et+f3"), "native")
+  t.equal(tts.buildFor("fo"), "bundled", "Faroese is new in 1.52")
+  t.equal(tts.buildFor("en+Reed"), "bundled", "so is the Reed variant")
+  t.equal(tts.buildFor("xx"), "bundled", "unknown voices get the bundled build's VoiceNotFound")
+  const r = await tts.synthesize({ text: "Hej, hur mår du?", voice: { engine: "espeak", language: "fo", variant: "fo", pitch: 1, rate: 1 }, speed: 1 })
+  t.ok(r.samples.length > 0 && r.words.length >= 3, "a 1.52-only voice still speaks")
+})
+
+t.test("unknown voices and variants are refused", async (t) => {
+  for (const v of ["xx", "et+nosuch", "et+f3+m1", "", "+f3"]) {
+    t.notOk(native.has(v), v)
+    t.throws(() => native.synthesize(v, params, "a"), { reason: "VoiceNotFound" } as unknown as Error, v)
+  }
+})
+
+t.test("variantUsesRand: Klatt voices and non-zero breath", async (t) => {
+  t.ok(variantUsesRand("name x\nklatt 4\n"))
+  t.ok(variantUsesRand("breath 0 2 3 3\n"))
+  t.notOk(variantUsesRand("breath 0 0 0 0\n// klatt 3\n"), "zeros and comments")
+  t.notOk(variantUsesRand("pitch 140 240\nbreathw 150 150\n"), "breathw alone makes no noise")
+  t.notOk(variantUsesRand(""))
+})
+
+t.test("writableSegment reads the library's PT_LOAD and refuses anything else", async (t) => {
+  const seg = writableSegment(readFileSync(LIBESPEAK_PATH))
+  t.ok(seg.memsz > 0n && seg.memsz < 16n << 20n, `${seg.memsz} bytes at ${seg.vaddr}`)
+  t.throws(() => writableSegment(new Uint8Array(64)), /ELF/)
+  t.throws(() => writableSegment(readFileSync(process.execPath).subarray(0, 64).fill(0, 0x38, 0x3a)), /one writable/)
+})
