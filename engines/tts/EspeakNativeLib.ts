@@ -37,7 +37,7 @@
  *    the wake-up; the join then hung the thread for good (seen). Synchronous synthesis never
  *    signals that condition variable, so parked threads stay parked.
  */
-import { copyFileSync, readdirSync, readFileSync, unlinkSync } from "node:fs"
+import { copyFileSync, existsSync, readdirSync, readFileSync, unlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { threadId } from "node:worker_threads"
@@ -47,6 +47,15 @@ import { requireKoffi } from "../Koffi.ts"
 
 export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
 export const ESPEAK_DATA_DIR = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
+
+/**
+ * Why the native library cannot be used here, or undefined when its files are in place (a
+ * cheap check for readiness reports; loading can still fail, e.g. on a `noexec` temp dir).
+ */
+export const nativeEspeakMissing = (): string | undefined =>
+  existsSync(LIBESPEAK_PATH) && existsSync(join(ESPEAK_DATA_DIR, "phontab"))
+    ? undefined
+    : "Debian's libespeak-ng1 is not installed (apt install libespeak-ng1): espeak voices run on the bundled build, ~4.5x the CPU per audio second"
 
 /** speak_lib.h values. */
 const AUDIO_OUTPUT_SYNCHRONOUS = 2
