@@ -56,7 +56,6 @@ import { tmpPurgeLayer } from "./TmpPurge.ts"
 import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 import { Inference } from "../engines/Inference.ts"
-import { nativeEspeakMissing } from "../engines/tts/EspeakNativeLib.ts"
 import { PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
 import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
 import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
@@ -103,11 +102,6 @@ const asrReady = (config: AppConfigShape) =>
     const missing = PocketSphinxAsr.check(pocketsphinxOptions(config))
     return missing === undefined ? Effect.void : Effect.fail(missing)
   })
-
-const espeakNativeReady = Effect.suspend(() => {
-  const missing = nativeEspeakMissing()
-  return missing === undefined ? Effect.void : Effect.fail(missing)
-})
 
 /** What tests may change beyond the configuration: the PostgreSQL schema to work in. */
 export interface ServiceOverrides {
@@ -312,9 +306,7 @@ export const startServer = Effect.gen(function*() {
       { name: "worker_pool", run: pool.ready.pipe(Effect.timeout("5 seconds")) },
       // Optional: without its Debian packages only speech-to-text fails (502 engine_unavailable);
       // the instance still serves everything else, so it stays ready and says what is missing.
-      { name: "speech_to_text", optional: true, run: asrReady(config) },
-      // Optional too: without it espeak runs on its bundled build, slower but the same API.
-      { name: "espeak_native", optional: true, run: espeakNativeReady }
+      { name: "speech_to_text", optional: true, run: asrReady(config) }
     ]
   })
   const webSockets = makeTtsWebSockets({

@@ -37,6 +37,7 @@ export const espeakLocked = <A>(f: () => A): A => {
   for (;;) {
     const owner = Atomics.compareExchange(word, 0, 0, me)
     if (owner === 0) break
+    if (owner === me) throw new Error("espeakLocked is not reentrant")
     if (Atomics.wait(word, 0, owner, OWNER_CHECK_MS) === "timed-out" && !existsSync(`/proc/self/task/${owner}`)) {
       Atomics.compareExchange(word, 0, owner, 0)
     }

@@ -36,11 +36,15 @@ const MAX_INSTANCES = 8
 /** rand()'s seed before each noisy synthesis. */
 const RAND_SEED = 1
 
-/** True when a variant file makes noise with rand(): a `klatt` voice, or a non-zero `breath`. */
-export const variantUsesRand = (variantFile: string): boolean =>
-  variantFile.split("\n").some((line) => {
+/**
+ * True when a voice or variant file makes noise with rand(): a `klatt` voice, or any `breath`
+ * line. espeak keeps the number of values read, not the values, as the switch (wavegen.c calls
+ * ApplyBreath whenever it is non-zero), so `breath 0 0 0 0` counts too (the Storm variant).
+ */
+export const voiceFileUsesRand = (file: string): boolean =>
+  file.split("\n").some((line) => {
     const [key, ...values] = line.trim().split(/\s+/)
-    return (key === "klatt" || key === "breath") && values.some((v) => Number(v) !== 0)
+    return (key === "breath" && values.length > 0) || (key === "klatt" && values.some((v) => Number(v) !== 0))
   })
 
 let loaded: EspeakNative | null | undefined
@@ -52,11 +56,14 @@ export class EspeakNative {
   readonly variants: ReadonlySet<string>
   private readonly instances = new Map<string, EspeakInstance>()
   private readonly noisy = new Map<string, boolean>()
+  private readonly languageFiles: ReadonlyArray<string>
 
   private constructor(first: EspeakInstance) {
     this.sampleRate = first.sampleRate
     this.instances.set(first.voiceId, first)
     this.languageNames = new Set(first.voiceIdentifiers.map((id) => id.split("/").pop()!.toLowerCase()))
+    // Identifiers are paths under lang/ ("bat/lv").
+    this.languageFiles = first.voiceIdentifiers.map((id) => join("lang", id))
     this.variants = new Set(readdirSync(join(ESPEAK_DATA_DIR, "voices", "!v")))
   }
 
@@ -164,13 +171,17 @@ export class EspeakNative {
     }
   }
 
+  /** Whether the voice's language file or its variant makes noise with rand() (cached). */
   private usesRand(voiceId: string): boolean {
-    const variant = voiceId.split("+")[1]
-    if (variant === undefined) return false
-    let uses = this.noisy.get(variant)
+    let uses = this.noisy.get(voiceId)
     if (uses === undefined) {
-      uses = variantUsesRand(readFileSync(join(ESPEAK_DATA_DIR, "voices", "!v", variant), "utf8"))
-      this.noisy.set(variant, uses)
+      const [language, variant] = voiceId.split("+")
+      const files = [
+        ...this.languageFiles.filter((f) => f.split("/").pop()!.toLowerCase() === language!.toLowerCase()),
+        ...(variant === undefined ? [] : [join("voices", "!v", variant)])
+      ]
+      uses = files.some((f) => voiceFileUsesRand(readFileSync(join(ESPEAK_DATA_DIR, f), "utf8")))
+      this.noisy.set(voiceId, uses)
     }
     return uses
   }

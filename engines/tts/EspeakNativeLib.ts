@@ -37,7 +37,7 @@
  *    the wake-up; the join then hung the thread for good (seen). Synchronous synthesis never
  *    signals that condition variable, so parked threads stay parked.
  */
-import { copyFileSync, existsSync, readdirSync, readFileSync, unlinkSync } from "node:fs"
+import { copyFileSync, readdirSync, readFileSync, unlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { threadId } from "node:worker_threads"
@@ -47,15 +47,6 @@ import { requireKoffi } from "../Koffi.ts"
 
 export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
 export const ESPEAK_DATA_DIR = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
-
-/**
- * Why the native library cannot be used here, or undefined when its files are in place (a
- * cheap check for readiness reports; loading can still fail, e.g. on a `noexec` temp dir).
- */
-export const nativeEspeakMissing = (): string | undefined =>
-  existsSync(LIBESPEAK_PATH) && existsSync(join(ESPEAK_DATA_DIR, "phontab"))
-    ? undefined
-    : "Debian's libespeak-ng1 is not installed (apt install libespeak-ng1): espeak voices run on the bundled build, ~4.5x the CPU per audio second"
 
 /** speak_lib.h values. */
 const AUDIO_OUTPUT_SYNCHRONOUS = 2
@@ -99,6 +90,8 @@ interface Bindings {
   readonly memcpyIn: (dst: bigint, src: Uint8Array, n: number) => unknown
   readonly memcpyOut: (dst: Uint8Array, src: bigint, n: number) => unknown
   readonly srand: (seed: number) => void
+  readonly dlopen: (path: string, flags: number) => unknown
+  readonly sigmask: (how: number, set: Uint8Array, old: Uint8Array) => number
   readonly eventType: TypeObject
   readonly callbackType: TypeObject
   /** The writable PT_LOAD segment of the library file: [vaddr, vaddr + memsz). */
@@ -146,6 +139,8 @@ const bind = (): Bindings => {
     memcpyIn: libc.func("void *memcpy(intptr_t dst, const uint8_t *src, size_t n)"),
     memcpyOut: libc.func("void *memcpy(_Out_ uint8_t *dst, intptr_t src, size_t n)"),
     srand: libc.func("void srand(unsigned int seed)"),
+    dlopen: libc.func("void *dlopen(const char *path, int flags)"),
+    sigmask: libc.func("int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *old)"),
     eventType,
     callbackType: koffi.pointer(koffi.proto("int espeak_synth_cb(void *wav, int numsamples, void *events)")),
     writable: writableSegment(readFileSync(LIBESPEAK_PATH))
@@ -156,6 +151,13 @@ const bind = (): Bindings => {
 /** Seeds libc's process-wide rand() (the noise of breathy and Klatt variants). */
 export const seedRand = (seed: number): void => bind().srand(seed)
 
+/** dlfcn.h and signal.h (glibc, x86-64). */
+const RTLD_NOW = 0x2
+const RTLD_NOLOAD = 0x4
+const RTLD_NODELETE = 0x1000
+const SIG_SETMASK = 2
+/** sizeof(sigset_t) in glibc. */
+const SIGSET_BYTES = 128
 /** Linux x86-64 futex(2). */
 const SYS_FUTEX = 202
 const PARK_TIMEOUT_MS = 2000
@@ -214,6 +216,10 @@ export class EspeakInstance {
     let writableStart: bigint
     try {
       this.lib = b.koffi.load(path)
+      // Pinned: koffi closes a library once nothing references it, also when a worker thread
+      // ends, and the idle thread espeak started would then wait on unmapped memory (a signal
+      // delivered to it aborted the whole process, an outside review showed).
+      if (b.dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) === null) throw new Error(`espeak-ng: could not pin ${path}`)
       const mapped = readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => l.endsWith(path)).map((l) => l.split(/\s+/))
       const first = mapped.find((m) => m[2] === "00000000")
       const rw = mapped.find((m) => m[1]!.startsWith("rw"))
@@ -231,8 +237,16 @@ export class EspeakInstance {
     const segmentStart = base + b.writable.vaddr
     const segmentEnd = segmentStart + b.writable.memsz
     const threadsBefore = new Set(readdirSync("/proc/self/task"))
-    this.sampleRate = initialize(AUDIO_OUTPUT_SYNCHRONOUS, BLOCK_MS, ESPEAK_DATA_DIR, INIT_PHONEME_EVENTS | INIT_PHONEME_IPA | INIT_DONT_EXIT)
-    // A copy that failed is left loaded (never unloaded, see the hazards above).
+    // The idle thread inherits this thread's signal mask: all blocked, so no signal is ever
+    // handled on it (it would run Node's handlers on a thread Node does not know).
+    const old = new Uint8Array(SIGSET_BYTES)
+    b.sigmask(SIG_SETMASK, new Uint8Array(SIGSET_BYTES).fill(0xff), old)
+    try {
+      this.sampleRate = initialize(AUDIO_OUTPUT_SYNCHRONOUS, BLOCK_MS, ESPEAK_DATA_DIR, INIT_PHONEME_EVENTS | INIT_PHONEME_IPA | INIT_DONT_EXIT)
+    } finally {
+      b.sigmask(SIG_SETMASK, old, new Uint8Array(SIGSET_BYTES))
+    }
+    // A copy that failed stays loaded (pinned above, see the hazards).
     if (this.sampleRate <= 0) throw new Error(`espeak-ng: espeak_Initialize returned ${this.sampleRate}`)
     awaitParkedThread(threadsBefore, segmentStart, segmentEnd)
     const callback = b.koffi.register((wav: unknown, count: number, events: unknown) => this.onBlock(wav, count, events), b.callbackType)

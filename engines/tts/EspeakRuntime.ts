@@ -332,8 +332,9 @@ export const eventMapper = (start: Int32Array, end: Int32Array) => {
 }
 
 /**
- * Escapes text for espeak's SSML + phoneme-input mode. Returns the escaped string and, per code
- * point of it, the UTF-16 span of the original character it came from.
+ * Escapes text for espeak's SSML + phoneme-input mode (and blanks C0 control characters, which
+ * espeak takes as commands). Returns the escaped string and, per code point of it, the UTF-16
+ * span of the original character it came from.
  */
 export const escapeForSsml = (text: string): { escaped: string; start: Int32Array; end: Int32Array } => {
   let escaped = ""
@@ -347,6 +348,10 @@ export const escapeForSsml = (text: string): { escaped: string; start: Int32Arra
     else if (ch === "<") out = "&lt;"
     else if (ch === ">") out = "&gt;"
     else if (ch === "[" && text[next] === "[") out = "[ " // `[[` would open phoneme input
+    // C0 controls other than tab and line breaks: NUL ends espeak's C string (the rest went
+    // unspoken while its words still got timings) and U+0001 starts an embedded command
+    // ("\u0001450S" set the rate past the speed limit, "\u0001200A" the amplitude to clipping).
+    else if (ch.length === 1 && ch.charCodeAt(0) < 0x20 && ch !== "\t" && ch !== "\n" && ch !== "\r") out = " "
     else out = ch
     for (const c of out) {
       escaped += c

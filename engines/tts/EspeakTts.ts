@@ -10,7 +10,6 @@
  * that event's time in proportion to their length, so every word of the text has a timing.
  */
 import { int16ToFloat } from "../audio/Pcm.ts"
-import { EspeakNative } from "./EspeakNative.ts"
 import { ESPEAK_DEFAULT_WPM, EspeakRuntime, type EspeakEvent } from "./EspeakRuntime.ts"
 import {
   checkRequest,
@@ -28,28 +27,18 @@ import {
 export class EspeakTts implements TtsEngine {
   readonly capabilities: TtsCapabilities
 
-  private constructor(private readonly runtime: EspeakRuntime, private readonly native: EspeakNative | null) {
+  private constructor(private readonly runtime: EspeakRuntime) {
     this.capabilities = {
       engine: "espeak",
-      languages: [...new Set([...runtime.languageNames, ...(native?.languageNames ?? [])])].sort(),
+      languages: [...runtime.languageNames].sort(),
       sampleRates: [runtime.sampleRate],
       timing: "word"
     }
   }
 
-  /**
-   * Shares the thread's espeak runtimes (loaded on the first call in a thread): Debian's native
-   * library for the voices it has, where it is installed, and the bundled build for the rest.
-   */
+  /** Shares the thread's espeak runtime (loaded on the first call in a thread). */
   static async load(): Promise<EspeakTts> {
-    const runtime = await EspeakRuntime.load()
-    const native = EspeakNative.load()
-    return new EspeakTts(runtime, native !== null && native.sampleRate === runtime.sampleRate ? native : null)
-  }
-
-  /** Which build speaks `voiceId`: "native" (libespeak-ng) or "bundled" (wasm2js). */
-  buildFor(voiceId: string): "native" | "bundled" {
-    return this.native?.has(voiceId) === true ? "native" : "bundled"
+    return new EspeakTts(await EspeakRuntime.load())
   }
 
   sampleRateFor(_voice: EngineVoice): number {
@@ -58,7 +47,7 @@ export class EspeakTts implements TtsEngine {
 
   checkVoice(voice: EngineVoice): void {
     if (voice.engine !== "espeak") throw new TtsError("VoiceNotFound", `voice is for engine ${voice.engine}, not espeak`)
-    if (this.native?.has(voice.variant) !== true) this.runtime.checkVoiceId(voice.variant)
+    this.runtime.checkVoiceId(voice.variant)
   }
 
   async synthesize(request: TtsRequest): Promise<TtsResult> {
@@ -81,9 +70,7 @@ export class EspeakTts implements TtsEngine {
     checkRequest(request)
     this.checkVoice(request.voice)
     const params = { rateWpm: ESPEAK_DEFAULT_WPM * request.voice.rate * request.speed, pitch: 50 * request.voice.pitch }
-    return this.native?.has(request.voice.variant) === true
-      ? this.native.synthesize(request.voice.variant, params, request.text, onBlock)
-      : this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text, onBlock))
+    return this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text, onBlock))
   }
 
   private words(request: TtsRequest, events: ReadonlyArray<EspeakEvent>, sampleCount: number) {

@@ -64,6 +64,17 @@ t.test("SSML and phoneme syntax in text is spoken as text, offsets map back", as
   t.same([start[11], end[11]], [6, 8], "astral character spans two UTF-16 units")
 })
 
+t.test("control characters are blanks, not espeak commands or the end of the text", async (t) => {
+  const { escaped, start } = escapeForSsml("a\u0000b\u0001450S\tc\n")
+  t.equal(escaped, "a b 450S\tc\n", "NUL and U+0001 blanked; tab and newline kept")
+  t.equal(start.length, [...escaped].length, "positions still map one to one")
+  const plain = await engine.synthesize({ text: "Tere kuidas sul läheb", voice: estonian, speed: 1 })
+  const withNul = await engine.synthesize({ text: "Tere\u0000kuidas sul läheb", voice: estonian, speed: 1 })
+  t.ok(withNul.samples.length > plain.samples.length * 0.8, `the words after a NUL are spoken (${withNul.samples.length} vs ${plain.samples.length} samples)`)
+  const fast = await engine.synthesize({ text: "\u0001450S Tere kuidas sul läheb", voice: estonian, speed: 1 })
+  t.ok(fast.samples.length > plain.samples.length * 0.8, `an embedded rate command is not obeyed (${fast.samples.length} vs ${plain.samples.length})`)
+})
+
 t.test("long text (8000 chars) synthesizes with sane timings", async (t) => {
   const text = "Tere hommikust, kallis sõber! Kuidas läheb? ".repeat(180).slice(0, 8000)
   const r = await engine.synthesize({ text, voice: estonian, speed: 1 })
