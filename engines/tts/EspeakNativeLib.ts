@@ -44,6 +44,7 @@ import { threadId } from "node:worker_threads"
 import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
+import { EpochHeap, jumpSlots } from "./EspeakHeap.ts"
 
 export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
 export const ESPEAK_DATA_DIR = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
@@ -96,6 +97,8 @@ interface Bindings {
   readonly callbackType: TypeObject
   /** The writable PT_LOAD segment of the library file: [vaddr, vaddr + memsz). */
   readonly writable: { readonly vaddr: bigint; readonly memsz: bigint }
+  /** Its .got.plt slots by symbol (offsets from the load base). */
+  readonly slots: ReadonlyMap<string, bigint>
 }
 
 let bindings: Bindings | undefined
@@ -124,6 +127,7 @@ const bind = (): Bindings => {
   if (bindings !== undefined) return bindings
   const koffi = requireKoffi()
   const libc = koffi.load("libc.so.6")
+  const elf = readFileSync(LIBESPEAK_PATH)
   const eventType = koffi.struct({
     type: "int",
     unique_identifier: "uint",
@@ -143,7 +147,8 @@ const bind = (): Bindings => {
     sigmask: libc.func("int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *old)"),
     eventType,
     callbackType: koffi.pointer(koffi.proto("int espeak_synth_cb(void *wav, int numsamples, void *events)")),
-    writable: writableSegment(readFileSync(LIBESPEAK_PATH))
+    writable: writableSegment(elf),
+    slots: jumpSlots(elf)
   }
   return bindings
 }
@@ -202,6 +207,7 @@ export class EspeakInstance {
   private readonly snapshot: Uint8Array
   private readonly setVoice: (name: string) => number
   private voice = ""
+  private readonly heap: EpochHeap
   /** Identifiers of the voices espeak lists ("gmw/en-US", ...). */
   readonly voiceIdentifiers: ReadonlyArray<string>
   private sink: RawBlockSink | undefined
@@ -255,6 +261,9 @@ export class EspeakInstance {
     this.segmentAt = writableStart > segmentStart ? writableStart : segmentStart
     this.snapshot = new Uint8Array(Number(segmentEnd - this.segmentAt))
     this.voiceIdentifiers = this.listVoices()
+    // From here on the copy allocates through the tracker (after the idle thread parked: its
+    // callbacks must run on this thread only).
+    this.heap = new EpochHeap(b.koffi, base, b.slots)
     this.select(voiceId)
   }
 
@@ -269,15 +278,26 @@ export class EspeakInstance {
    * failed, must not be used again.
    */
   retarget(voiceId: string): void {
-    bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+    this.rewind()
     const previous = this.voice
     try {
       this.select(voiceId)
     } catch (cause) {
-      bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+      this.rewind()
       this.select(previous)
       throw cause
     }
+  }
+
+  /** Statics back to the snapshot, and the heap with them. */
+  private rewind() {
+    bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+    this.heap.rewound()
+  }
+
+  /** Heap blocks freed at rewinds so far, that a statics-only rewind would have leaked (for tests). */
+  get reclaimedBlocks(): number {
+    return this.heap.reclaimed
   }
 
   /** Sets the voice, warms up, and snapshots the writable segment. */
@@ -291,6 +311,7 @@ export class EspeakInstance {
     seedRand(1)
     this.run(WARM_UP, () => true)
     bind().memcpyOut(this.snapshot, this.segmentAt, this.snapshot.length)
+    this.heap.snapshotTaken()
   }
 
   /**
@@ -323,7 +344,7 @@ export class EspeakInstance {
    * Throws what the sink threw, or when espeak reports an error.
    */
   speak(text: Uint8Array, rateWpm: number, pitch: number, sink: RawBlockSink): void {
-    bind().memcpyIn(this.segmentAt, this.snapshot, this.snapshot.length)
+    this.rewind()
     this.setParameter(PARAM_RATE, rateWpm, 0)
     this.setParameter(PARAM_PITCH, pitch, 0)
     this.run(text, sink)

@@ -1,5 +1,7 @@
+import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import t from "tap"
 import { espeakLockBuffer } from "../../../engines/tts/EspeakLock.ts"
@@ -63,6 +65,31 @@ t.test("more voices than instances: retargeted instances sound as fresh ones", a
   const voices = ["et", "fi", "sv", "da", "nb", "de", "nl", "it", "es", "pt", "pl", "cs"]
   const first = voices.map((v) => hashOf(v, "Üks, kaks, kolm."))
   t.same(voices.map((v) => hashOf(v, "Üks, kaks, kolm.")), first, "after every instance was retargeted, some twice")
+})
+
+t.test("the heap follows the rewinds: what a synthesis allocates is freed, not leaked", async (t) => {
+  // A Russian voice reading a Latin-script word loads an English translator (181 KB) each time.
+  const text = "Я купил новый iPhone вчера."
+  const first = hashOf("ru", text)
+  const before = native.reclaimedBlocks("ru")
+  for (let i = 0; i < 10; i++) t.equal(hashOf("ru", text), first, `call ${i + 2}`)
+  t.ok(native.reclaimedBlocks("ru") - before >= 10, `${native.reclaimedBlocks("ru") - before} blocks freed at 10 rewinds`)
+})
+
+t.test("under glibc's malloc checks (freed memory overwritten, double frees abort) the samples are the same", async (t) => {
+  const cases: Array<[string, string]> = [
+    ["ru", "Я купил новый iPhone вчера."],
+    ["en", "नमस्ते दुनिया and hello."],
+    ["el", "Γεια σου Maria, τι κάνεις;"],
+    ["et+f3", text],
+    ["en-us+klatt", "Numbers: 1,234.5 and [[h@l'oU]]."]
+  ]
+  const child = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("../../fixtures/espeakNativeHardened.ts", import.meta.url)), JSON.stringify(cases)], {
+    encoding: "utf8",
+    env: { ...process.env, LD_PRELOAD: "/lib/x86_64-linux-gnu/libc_malloc_debug.so.0", MALLOC_CHECK_: "3", MALLOC_PERTURB_: "165" }
+  })
+  t.equal(child.status, 0, `exit ${child.status} ${child.signal ?? ""} ${child.stderr.slice(-400)}`)
+  t.same(JSON.parse(child.stdout.trim().split("\n").pop() ?? "[]"), cases.map(([v, s]) => hashOf(v, s)))
 })
 
 t.test("blocks: streamed blocks join to the whole; stopping after one block stops there", async (t) => {
