@@ -116,6 +116,11 @@ export class EpochHeap {
       }],
       realloc: ["intptr_t espeak_realloc(intptr_t block, size_t size)", (block, size) => {
         if (block === 0) return track(c.malloc(size!))
+        if (size === 0) {
+          // glibc frees the block and returns NULL: it must not stay in `live`.
+          release(block!)
+          return 0
+        }
         if (this.live.has(block!)) {
           const moved = c.realloc(block!, size!)
           if (moved !== 0) {

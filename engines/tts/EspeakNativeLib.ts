@@ -344,6 +344,8 @@ export class EspeakInstance {
    * Throws what the sink threw, or when espeak reports an error.
    */
   speak(text: Uint8Array, rateWpm: number, pitch: number, sink: RawBlockSink): void {
+    // A sink that speaks again on this instance would rewind it under the running synthesis.
+    if (this.sink !== undefined) throw new Error("espeak-ng: this instance is already speaking")
     this.rewind()
     this.setParameter(PARAM_RATE, rateWpm, 0)
     this.setParameter(PARAM_PITCH, pitch, 0)
@@ -366,7 +368,7 @@ export class EspeakInstance {
   private onBlock(wav: unknown, count: number, eventsPtr: unknown): number {
     if (this.sink === undefined || this.failure !== undefined) return 1
     try {
-      const { koffi, eventType } = bind()
+      const { koffi, eventType, memcpyOut } = bind()
       const size = koffi.sizeof(eventType)
       const events: Array<RawEvent> = []
       for (let i = 0; eventsPtr !== null; i++) {
@@ -380,7 +382,9 @@ export class EspeakInstance {
           events.push({ ...raw, phoneme: utf8.decode(Uint8Array.from(end < 0 ? e.id : e.id.slice(0, end))) })
         } else events.push(raw)
       }
-      const samples = count > 0 && wav !== null ? new Int16Array(koffi.view(wav, count * 2).slice(0)) : new Int16Array(0)
+      // Copied with memcpy: a koffi.view holds ~200 B until the event loop turns.
+      const samples = new Int16Array(count > 0 && wav !== null ? count : 0)
+      if (samples.length > 0) memcpyOut(new Uint8Array(samples.buffer), koffi.address(wav), samples.byteLength)
       return this.sink(samples, events) ? 0 : 1
     } catch (cause) {
       this.failure = cause

@@ -108,6 +108,28 @@ t.test("blocks: streamed blocks join to the whole; stopping after one block stop
   t.equal(hashOf("et"), sha(whole.samples), "the next call is unaffected by the stop")
 })
 
+t.test("a block sink that speaks again on the same voice is refused, the outer call completes", async (t) => {
+  const whole = native.synthesize("et", params, text)
+  let inner: unknown
+  let total = 0
+  const outer = native.synthesize("et", params, text, (b) => {
+    total += b.length
+    if (inner === undefined) {
+      try {
+        native.synthesize("et", params, "Tere.")
+        inner = "ran"
+      } catch (e) {
+        inner = e
+      }
+    }
+    return true
+  })
+  t.not(inner, "ran", "the inner call threw")
+  t.equal(outer.sampleCount, whole.sampleCount, "the outer synthesis was not cut short")
+  t.equal(total, whole.sampleCount)
+  t.equal(hashOf("et"), sha(whole.samples), "and the next call is as before")
+})
+
 t.test("events map back to the original text, escapes included", async (t) => {
   const { events } = native.synthesize("en", params, text)
   const words = events.filter((e) => e.type === "word").map((e) => text.slice(e.charStart, e.charEnd))
