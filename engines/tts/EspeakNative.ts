@@ -1,12 +1,12 @@
 /**
  * espeak-ng synthesis on Debian's native library (`libespeak-ng1`), for the voices it has: one
  * private library instance per voice in use (EspeakNativeLib.ts), at most MAX_INSTANCES per
- * thread; past that the least recently used one is retargeted to the new voice. Same text, voice and parameters give the same
- * samples on every call and every thread.
+ * thread; past that the least recently used one is retargeted to the new voice. Same text, voice
+ * and parameters give the same samples on every call and every thread.
  *
  * Why beside the bundled build (EspeakRuntime.ts, Emscripten's wasm2js JavaScript): measured on
- * the same sentences, 1.6 ms of CPU per second of audio against 7.2 ms, and a first 100 ms block
- * in ~0.1 ms against ~1.2 ms. The bundled build stays for machines without the Debian package,
+ * the same sentences (bench/espeak.ts), 1.77 ms of CPU per second of audio against 6.06 ms, and a
+ * first 100 ms block in 0.58 ms against 2.89 ms. The bundled build stays for machines without the Debian package,
  * for the voices 1.51 lacks (1.52's ca-ba, ca-nw, ca-va, fo, kaa, mto, ru-cl, ti, xex and the
  * Reed, ian, mike2 variants), and for Piper's phonemes.
  *
@@ -47,6 +47,16 @@ export const voiceFileUsesRand = (file: string): boolean =>
     return (key === "breath" && values.length > 0) || (key === "klatt" && values.some((v) => Number(v) !== 0))
   })
 
+/**
+ * `<voice name>[+<variant>]` split, and the instance key: names are case-insensitive for espeak,
+ * variants are file names and are not.
+ */
+const splitVoiceId = (voiceId: string) => {
+  const [language = "", variant, extra] = voiceId.split("+")
+  const name = language.toLowerCase()
+  return { name, variant, extra, key: variant === undefined ? name : `${name}+${variant}` }
+}
+
 let loaded: EspeakNative | null | undefined
 
 export class EspeakNative {
@@ -55,8 +65,8 @@ export class EspeakNative {
   readonly languageNames: ReadonlySet<string>
   readonly variants: ReadonlySet<string>
   private readonly instances = new Map<string, EspeakInstance>()
-  private readonly noisy = new Map<string, boolean>()
-  private readonly rateCaps = new Map<string, number>()
+  /** Read once per voice from its files: whether it uses rand(), its highest rate. */
+  private readonly traits = new Map<string, { readonly usesRand: boolean; readonly maxRate: number }>()
   private readonly languageFiles: ReadonlyArray<string>
 
   private constructor(first: EspeakInstance) {
@@ -91,9 +101,8 @@ export class EspeakNative {
 
   /** True when this library has the voice (`<voice name>[+<variant>]`). */
   has(voiceId: string): boolean {
-    const [language, variant, extra] = voiceId.split("+")
-    return extra === undefined && language !== undefined && this.languageNames.has(language.toLowerCase()) &&
-      (variant === undefined || this.variants.has(variant))
+    const { name, variant, extra } = splitVoiceId(voiceId)
+    return extra === undefined && this.languageNames.has(name) && (variant === undefined || this.variants.has(variant))
   }
 
   /** As EspeakSession.synthesize, for a voice `has` accepts. Synchronous. */
@@ -104,13 +113,14 @@ export class EspeakNative {
   } {
     if (!this.has(voiceId)) throw new TtsError("VoiceNotFound", `espeak-ng (native) has no voice "${voiceId}"`)
     const instance = this.instance(voiceId)
+    const traits = this.traitsOf(voiceId)
     const { escaped, start, end } = escapeForSsml(text)
     const toEvent = eventMapper(start, end)
     const bytes = new TextEncoder().encode(`${escaped}\0`)
     const chunks: Array<Int16Array> = []
     const events: Array<EspeakEvent> = []
     let total = 0
-    const rate = Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, this.maxRate(voiceId)))
+    const rate = Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, traits.maxRate))
     const pitch = Math.round(clamp(params.pitch, 0, 100))
     const speak = () =>
       instance.speak(bytes, rate, pitch, (samples, raw) => {
@@ -128,7 +138,7 @@ export class EspeakNative {
         return onBlock(samples)
       })
     try {
-      if (this.usesRand(voiceId)) {
+      if (traits.usesRand) {
         locked(() => {
           seedRand(RAND_SEED)
           speak()
@@ -142,9 +152,7 @@ export class EspeakNative {
 
   /** The instance speaking `voiceId`: kept, new, or the least recently used one retargeted. */
   private instance(voiceId: string): EspeakInstance {
-    // Names are case-insensitive for espeak; variants are file names and are not.
-    const [language, variant] = voiceId.split("+")
-    const key = variant === undefined ? language!.toLowerCase() : `${language!.toLowerCase()}+${variant}`
+    const { key } = splitVoiceId(voiceId)
     const known = this.instances.get(key)
     if (known !== undefined) {
       this.instances.delete(key)
@@ -173,39 +181,31 @@ export class EspeakNative {
   }
 
   /**
-   * Highest rate, wpm: below where espeak starts libsonic's speed-up stream, whose allocations
-   * (in libsonic, not the copy) the heap tracker does not see: 450 wpm, or 350 with a
-   * `fast_test2` voice (the `fast` variant), per an outside review's allocation trace.
+   * Read from the voice's language file and variant file, once:
+   *  - usesRand: either makes noise with rand() (voiceFileUsesRand);
+   *  - maxRate, wpm: below where espeak starts libsonic's speed-up stream, whose allocations (in
+   *    libsonic, not the copy) the heap tracker does not see: 450 wpm, or 350 with a `fast_test2`
+   *    variant (`fast`), per an outside review's allocation trace.
    */
-  private maxRate(voiceId: string): number {
-    const variant = voiceId.split("+")[1]
-    let max = this.rateCaps.get(voiceId)
-    if (max === undefined) {
-      const fast = variant !== undefined && /^\s*fast_test2\b/m.test(readFileSync(join(ESPEAK_DATA_DIR, "voices", "!v", variant), "utf8"))
-      max = Math.min(ESPEAK_RATE_MAX_WPM, fast ? 350 : 450) - 1
-      this.rateCaps.set(voiceId, max)
+  private traitsOf(voiceId: string) {
+    let traits = this.traits.get(voiceId)
+    if (traits === undefined) {
+      const { name, variant } = splitVoiceId(voiceId)
+      const read = (file: string) => readFileSync(join(ESPEAK_DATA_DIR, file), "utf8")
+      const languageTexts = this.languageFiles.filter((f) => f.split("/").pop()!.toLowerCase() === name).map(read)
+      const variantText = variant === undefined ? "" : read(join("voices", "!v", variant))
+      traits = {
+        usesRand: [...languageTexts, variantText].some(voiceFileUsesRand),
+        maxRate: Math.min(ESPEAK_RATE_MAX_WPM, /^\s*fast_test2\b/m.test(variantText) ? 350 : 450) - 1
+      }
+      this.traits.set(voiceId, traits)
     }
-    return max
+    return traits
   }
 
   /** Heap blocks the voice's instance freed at rewinds so far (for tests). */
   reclaimedBlocks(voiceId: string): number {
     return this.instance(voiceId).reclaimedBlocks
-  }
-
-  /** Whether the voice's language file or its variant makes noise with rand() (cached). */
-  private usesRand(voiceId: string): boolean {
-    let uses = this.noisy.get(voiceId)
-    if (uses === undefined) {
-      const [language, variant] = voiceId.split("+")
-      const files = [
-        ...this.languageFiles.filter((f) => f.split("/").pop()!.toLowerCase() === language!.toLowerCase()),
-        ...(variant === undefined ? [] : [join("voices", "!v", variant)])
-      ]
-      uses = files.some((f) => voiceFileUsesRand(readFileSync(join(ESPEAK_DATA_DIR, f), "utf8")))
-      this.noisy.set(voiceId, uses)
-    }
-    return uses
   }
 }
 
