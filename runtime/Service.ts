@@ -57,6 +57,7 @@ import { makeTtsWebSockets } from "./WebSocketServer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 import { Inference } from "../engines/Inference.ts"
 import { PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
+import { EspeakNative } from "../engines/tts/EspeakNative.ts"
 import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
 import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
 import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
@@ -102,6 +103,11 @@ const asrReady = (config: AppConfigShape) =>
     const missing = PocketSphinxAsr.check(pocketsphinxOptions(config))
     return missing === undefined ? Effect.void : Effect.fail(missing)
   })
+
+const espeakNativeReady = Effect.suspend(() => {
+  const missing = EspeakNative.check()
+  return missing === undefined ? Effect.void : Effect.fail(new Error(missing))
+})
 
 /** What tests may change beyond the configuration: the PostgreSQL schema to work in. */
 export interface ServiceOverrides {
@@ -306,7 +312,9 @@ export const startServer = Effect.gen(function*() {
       { name: "worker_pool", run: pool.ready.pipe(Effect.timeout("5 seconds")) },
       // Optional: without its Debian packages only speech-to-text fails (502 engine_unavailable);
       // the instance still serves everything else, so it stays ready and says what is missing.
-      { name: "speech_to_text", optional: true, run: asrReady(config) }
+      { name: "speech_to_text", optional: true, run: asrReady(config) },
+      // Optional too: without Debian's library espeak-ng speaks with the bundled build, slower.
+      { name: "espeak_native", optional: true, run: espeakNativeReady }
     ]
   })
   const webSockets = makeTtsWebSockets({
@@ -352,6 +360,8 @@ export const startServer = Effect.gen(function*() {
   siteAddress.current = siteUrl
   const asrMissing = PocketSphinxAsr.check(pocketsphinxOptions(config))
   if (asrMissing !== undefined) yield* Effect.logWarning("speech-to-text is unavailable; everything else runs", { reason: asrMissing.message })
+  const espeakNativeMissing = EspeakNative.check()
+  if (espeakNativeMissing !== undefined) yield* Effect.logWarning("espeak-ng speaks with its bundled build", { reason: espeakNativeMissing })
   yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,

@@ -6,13 +6,14 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: engines that are not on npm. Missing ones are reported by /readyz and the
 # start-up log instead of stopping the service, so a machine without apt still starts.
-# Tests need a few more (scripts/test.sh sets SPEECH_TEST_APT_PACKAGES): pocketsphinx-testdata
-# (real human English speech), libespeak-ng1 (the native espeak-ng engine, not used by the service
-# yet: its tests and bench/espeak.ts), nginx-light (the HTTP/1.0 proxy test runs a private nginx) and
-# chromium (the site's pages are tested in a real browser through playwright-core).
+# libespeak-ng1: espeak-ng's native library, 3.4x less CPU per audio second than the bundled
+# build (which speaks without it). Tests need a few more (scripts/test.sh sets
+# SPEECH_TEST_APT_PACKAGES): pocketsphinx-testdata (real human English speech), nginx-light (the
+# HTTP/1.0 proxy test runs a private nginx) and chromium (the site's pages are tested in a real
+# browser through playwright-core).
 # Apertium (chunk translation): the engine and the pairs Debian has for English, Spanish,
 # Catalan and Portuguese; the service lists the pairs it finds (GET /api/v1/translate/languages).
-apt_packages=(${SPEECH_APT_PACKAGES:-pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt} ${SPEECH_TEST_APT_PACKAGES:-})
+apt_packages=(${SPEECH_APT_PACKAGES:-libespeak-ng1 pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt} ${SPEECH_TEST_APT_PACKAGES:-})
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

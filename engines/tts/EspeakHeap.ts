@@ -74,9 +74,16 @@ let libc: Libc | undefined
 /** koffi prototypes by name: a name may be declared once per thread. */
 const prototypes = new Map<string, unknown>()
 
+/** The copy's allocator slots; each must be patched, or the copy is refused. */
+export const ALLOCATOR_SLOTS = ["malloc", "calloc", "realloc", "free", "strdup"] as const
+
 const bindLibc = (koffi: typeof Koffi): Libc => {
   if (libc !== undefined) return libc
-  const lib = koffi.load("libc.so.6")
+  // The process's global scope (dlopen(NULL)), not libc.so.6's own symbols: the allocator the
+  // rest of the copy's libc calls reach (strdup's malloc, fopen's), which is an LD_PRELOAD'ed
+  // one (jemalloc, tcmalloc, glibc's malloc-debug) where there is one. Blocks from one allocator
+  // freed by another would corrupt both heaps.
+  const lib = koffi.load(null as unknown as string)
   libc = {
     malloc: lib.func("intptr_t malloc(size_t size)"),
     calloc: lib.func("intptr_t calloc(size_t count, size_t size)"),
@@ -99,6 +106,7 @@ export class EpochHeap {
   /** Points the copy's allocator slots (at `base` + each slot's offset) at this tracker. */
   constructor(koffi: typeof Koffi, base: bigint, slots: ReadonlyMap<string, bigint>) {
     const c = bindLibc(koffi)
+    for (const name of ALLOCATOR_SLOTS) if (!slots.has(name)) throw new Error(`espeak-ng: the library calls no ${name} through its .got.plt`)
     const track = (block: number) => {
       if (block !== 0) this.live.add(block)
       return block
@@ -138,8 +146,7 @@ export class EpochHeap {
       }]
     }
     for (const [name, [signature, hook]] of Object.entries(hooks)) {
-      const slot = slots.get(name)
-      if (slot === undefined) continue
+      const slot = slots.get(name)!
       let type = prototypes.get(name)
       if (type === undefined) prototypes.set(name, (type = koffi.pointer(koffi.proto(signature))))
       const pointer = koffi.register(hook, type as ReturnType<typeof koffi.pointer>)

@@ -14,7 +14,7 @@
  * whose sound uses libc's process-wide rand() (breath or Klatt noise) happen one thread at a
  * time (EspeakLock.ts), the latter after seeding rand; other syntheses run in parallel.
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import {
   clamp,
@@ -28,7 +28,7 @@ import {
   type EspeakParams
 } from "./EspeakRuntime.ts"
 import { espeakLocked as locked } from "./EspeakLock.ts"
-import { ESPEAK_DATA_DIR, EspeakInstance, seedRand } from "./EspeakNativeLib.ts"
+import { ESPEAK_DATA_DIR, EspeakInstance, LIBESPEAK_PATH, seedRand } from "./EspeakNativeLib.ts"
 import { TtsError } from "./TtsEngine.ts"
 
 /** Instances per thread (~3.6 MB of RSS and one parked thread each, measured); never freed. */
@@ -68,6 +68,8 @@ export class EspeakNative {
   /** Read once per voice from its files: whether it uses rand(), its highest rate. */
   private readonly traits = new Map<string, { readonly usesRand: boolean; readonly maxRate: number }>()
   private readonly languageFiles: ReadonlyArray<string>
+  /** Instance keys whose copy could not be made or retargeted: the bundled build speaks them. */
+  private readonly unloadable = new Set<string>()
 
   private constructor(first: EspeakInstance) {
     this.sampleRate = first.sampleRate
@@ -94,15 +96,38 @@ export class EspeakNative {
     return loaded
   }
 
+  /**
+   * Without loading anything: why the native library cannot be used on this machine (missing
+   * library or data), or undefined when it can be tried. For readiness and the start-up log.
+   */
+  static check(): string | undefined {
+    for (const path of [LIBESPEAK_PATH, join(ESPEAK_DATA_DIR, "phondata")]) {
+      if (!existsSync(path)) return `${path} is missing: install Debian's libespeak-ng1 for espeak-ng's native library (the bundled build speaks meanwhile, with ~3x the CPU)`
+    }
+    return loadFailure
+  }
+
   /** Why `load` gave null, when it did. */
   static get reason(): string | undefined {
     return loadFailure
   }
 
-  /** True when this library has the voice (`<voice name>[+<variant>]`). */
+  /**
+   * True when this library has the voice (`<voice name>[+<variant>]`) and its copy did not fail
+   * to load.
+   */
   has(voiceId: string): boolean {
-    const { name, variant, extra } = splitVoiceId(voiceId)
-    return extra === undefined && this.languageNames.has(name) && (variant === undefined || this.variants.has(variant))
+    const { name, variant, extra, key } = splitVoiceId(voiceId)
+    return extra === undefined && this.languageNames.has(name) && (variant === undefined || this.variants.has(variant)) && !this.unloadable.has(key)
+  }
+
+  /**
+   * True when `synthesize` speaks this voice at this rate as asked: `has` it, and the rate stays
+   * below the voice's cap (`traitsOf`); above it, callers use the bundled build, which has the
+   * whole 80–450 wpm range.
+   */
+  speaks(voiceId: string, rateWpm: number): boolean {
+    return this.has(voiceId) && Math.round(clamp(rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)) <= this.traitsOf(voiceId).maxRate
   }
 
   /** As EspeakSession.synthesize, for a voice `has` accepts. Synchronous. */
@@ -176,6 +201,7 @@ export class EspeakNative {
       this.instances.set(key, reused)
       return reused
     } catch (cause) {
+      this.unloadable.add(key)
       throw new TtsError("EngineFailed", `espeak-ng could not load voice "${voiceId}"`, { cause })
     }
   }

@@ -44,7 +44,7 @@ import { threadId } from "node:worker_threads"
 import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
-import { EpochHeap, jumpSlots } from "./EspeakHeap.ts"
+import { ALLOCATOR_SLOTS, EpochHeap, jumpSlots } from "./EspeakHeap.ts"
 
 export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
 export const ESPEAK_DATA_DIR = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
@@ -261,6 +261,12 @@ export class EspeakInstance {
     this.segmentAt = writableStart > segmentStart ? writableStart : segmentStart
     this.snapshot = new Uint8Array(Number(segmentEnd - this.segmentAt))
     this.voiceIdentifiers = this.listVoices()
+    // Patched slots must lie where rewinds restore them and writes are allowed: a build linked
+    // with -z now keeps its GOT read-only after relocation (RELRO), where a patch would crash.
+    for (const name of ALLOCATOR_SLOTS) {
+      const at = base + (b.slots.get(name) ?? -1n)
+      if (at < this.segmentAt || at + 8n > segmentEnd) throw new Error(`espeak-ng: ${name}'s .got.plt slot is outside the rewound writable memory`)
+    }
     // From here on the copy allocates through the tracker (after the idle thread parked: its
     // callbacks must run on this thread only).
     this.heap = new EpochHeap(b.koffi, base, b.slots)

@@ -10,6 +10,7 @@
  * that event's time in proportion to their length, so every word of the text has a timing.
  */
 import { int16ToFloat } from "../audio/Pcm.ts"
+import { EspeakNative } from "./EspeakNative.ts"
 import { ESPEAK_DEFAULT_WPM, EspeakRuntime, type EspeakEvent } from "./EspeakRuntime.ts"
 import {
   checkRequest,
@@ -27,18 +28,30 @@ import {
 export class EspeakTts implements TtsEngine {
   readonly capabilities: TtsCapabilities
 
-  private constructor(private readonly runtime: EspeakRuntime) {
+  private constructor(private readonly runtime: EspeakRuntime, private readonly native: EspeakNative | null) {
     this.capabilities = {
       engine: "espeak",
-      languages: [...runtime.languageNames].sort(),
+      languages: [...new Set([...runtime.languageNames, ...(native?.languageNames ?? [])])].sort(),
       sampleRates: [runtime.sampleRate],
       timing: "word"
     }
   }
 
-  /** Shares the thread's espeak runtime (loaded on the first call in a thread). */
-  static async load(): Promise<EspeakTts> {
-    return new EspeakTts(await EspeakRuntime.load())
+  /**
+   * Shares the thread's espeak runtimes (loaded on the first call in a thread): Debian's native
+   * library where it is installed, for the voices and rates it speaks (EspeakNative.speaks), and
+   * the bundled build for the rest. Both make 22050 Hz; a native library at another rate is not
+   * used. `native: false` gives the bundled build alone (to compare the two).
+   */
+  static async load(options: { readonly native?: boolean } = {}): Promise<EspeakTts> {
+    const runtime = await EspeakRuntime.load()
+    const native = options.native === false ? null : EspeakNative.load()
+    return new EspeakTts(runtime, native !== null && native.sampleRate === runtime.sampleRate ? native : null)
+  }
+
+  /** Which build speaks this request: "native" (libespeak-ng) or "bundled" (wasm2js). */
+  buildFor(request: Pick<TtsRequest, "voice" | "speed">): "native" | "bundled" {
+    return this.native?.speaks(request.voice.variant, this.params(request).rateWpm) === true ? "native" : "bundled"
   }
 
   sampleRateFor(_voice: EngineVoice): number {
@@ -47,7 +60,7 @@ export class EspeakTts implements TtsEngine {
 
   checkVoice(voice: EngineVoice): void {
     if (voice.engine !== "espeak") throw new TtsError("VoiceNotFound", `voice is for engine ${voice.engine}, not espeak`)
-    this.runtime.checkVoiceId(voice.variant)
+    if (this.native?.has(voice.variant) !== true) this.runtime.checkVoiceId(voice.variant)
   }
 
   async synthesize(request: TtsRequest): Promise<TtsResult> {
@@ -69,8 +82,20 @@ export class EspeakTts implements TtsEngine {
   private run(request: TtsRequest, onBlock?: (block: Int16Array) => boolean) {
     checkRequest(request)
     this.checkVoice(request.voice)
-    const params = { rateWpm: ESPEAK_DEFAULT_WPM * request.voice.rate * request.speed, pitch: 50 * request.voice.pitch }
+    const params = this.params(request)
+    if (this.buildFor(request) === "native") {
+      try {
+        return this.native!.synthesize(request.voice.variant, params, request.text, onBlock)
+      } catch (e) {
+        // A copy that failed to load made no sound: the bundled build speaks the voice from now on.
+        if (this.native!.has(request.voice.variant)) throw e
+      }
+    }
     return this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text, onBlock))
+  }
+
+  private params(request: Pick<TtsRequest, "voice" | "speed">) {
+    return { rateWpm: ESPEAK_DEFAULT_WPM * request.voice.rate * request.speed, pitch: 50 * request.voice.pitch }
   }
 
   private words(request: TtsRequest, events: ReadonlyArray<EspeakEvent>, sampleCount: number) {
