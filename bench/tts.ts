@@ -281,7 +281,10 @@ async function main() {
   const texts = throughputTexts(Number(process.env.BENCH_THROUGHPUT_TEXTS ?? (smoke ? 2 : 120)))
   const ttfbOnly = process.env.BENCH_TTFB_ONLY === "1"
 
-  console.log(`bench/tts: voice ${VOICE_ID} (espeak-ng ${voice.variant}), ${workers} worker(s), ${availableParallelism()} CPU(s), load average ${fmt(loadavg()[0]!)} at the start; service: ${process.env.BENCH_RUNTIME === "tsx" ? "sources under tsx" : "production build (dist/)"}, ${databaseLabel()}`)
+  const { EspeakTts } = await import("../engines/tts/EspeakTts.ts")
+  // The service's workers choose the same way on this machine (native where libespeak-ng1 is).
+  const build = (await EspeakTts.load()).buildFor({ voice, speed: 1 })
+  console.log(`bench/tts: voice ${VOICE_ID} (espeak-ng ${voice.variant}, ${build} build), ${workers} worker(s), ${availableParallelism()} CPU(s), load average ${fmt(loadavg()[0]!)} at the start; service: ${process.env.BENCH_RUNTIME === "tsx" ? "sources under tsx" : "production build (dist/)"}, ${databaseLabel()}`)
 
   // Raw engine first, while nothing else of ours runs on the machine.
   progress("raw engine: first sentence, in process")

@@ -8,7 +8,7 @@
  * per process). dlopen returns the same handle for the same file, so two worker threads sharing
  * it overwrite each other's state (seen: "phondata: Bad address", then espeak's exit() ended the
  * process). A copy under another name is a separate object with its own .data and .bss; the
- * file is deleted once mapped.
+ * file (in a private temporary directory) is deleted once mapped.
  *
  * Why one voice per instance, and the rewind: synthesis state (flutter phase, filter memories,
  * echo buffer) carries over in statics, so the same text sounds different on each call. Copying
@@ -37,10 +37,9 @@
  *    the wake-up; the join then hung the thread for good (seen). Synchronous synthesis never
  *    signals that condition variable, so parked threads stay parked.
  */
-import { copyFileSync, readdirSync, readFileSync, unlinkSync } from "node:fs"
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { threadId } from "node:worker_threads"
 import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
@@ -216,7 +215,10 @@ export class EspeakInstance {
   /** Loads a private copy and selects `voiceId` (espeak's `<name>[+<variant>]`); throws when either fails. */
   constructor(voiceId: string) {
     const b = bind()
-    const path = join(tmpdir(), `speech-espeak-${process.pid}-${threadId}-${copies++}.so`)
+    // In a directory of its own (mode 0700, unpredictable name): in the shared temp directory,
+    // another local user could create the file first and rewrite it between copy and load.
+    const directory = mkdtempSync(join(tmpdir(), "speech-espeak-"))
+    const path = join(directory, `libespeak-ng-${copies++}.so`)
     copyFileSync(LIBESPEAK_PATH, path)
     let base: bigint
     let writableStart: bigint
@@ -233,7 +235,7 @@ export class EspeakInstance {
       base = BigInt(`0x${first[0]!.split("-")[0]}`)
       writableStart = BigInt(`0x${rw[0]!.split("-")[0]}`)
     } finally {
-      unlinkSync(path)
+      rmSync(directory, { recursive: true, force: true })
     }
     const initialize = this.lib.func("int espeak_Initialize(int output, int buflength, const char *path, int options)")
     this.synth = this.lib.func("int espeak_Synth(const uint8_t *text, size_t size, uint position, int position_type, uint end_position, uint flags, void *unique_identifier, void *user_data)")
