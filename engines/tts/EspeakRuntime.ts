@@ -156,6 +156,11 @@ export class EspeakRuntime {
     this.restore()
   }
 
+  /** True once `load` was called in this thread. */
+  static get started(): boolean {
+    return shared !== undefined
+  }
+
   /** The thread's runtime, loaded on first use. */
   static load(): Promise<EspeakRuntime> {
     if (shared === undefined) {

@@ -1,6 +1,11 @@
 /**
- * espeak-ng text-to-speech: every language of the build (140, incl. Estonian), variants
- * ("et+f3"), pitch, rate and speed; word timings from espeak's own word and phoneme events.
+ * espeak-ng text-to-speech: every language of the bundled build (1.52, 140 incl. Estonian),
+ * variants ("et+f3"), pitch, rate and speed; word timings from espeak's own word and phoneme
+ * events. Two builds speak: Debian's native library (EspeakNative.ts; 3.4× less CPU per audio
+ * second, first block 5× sooner) for the voices and rates it has, and the bundled wasm2js build
+ * (EspeakRuntime.ts) for the rest and on machines without the library. Their versions differ
+ * (1.51 and 1.52), so the same request can sound slightly different on two machines; on one
+ * machine it always gives the same bytes.
  *
  * Rate: 175 wpm × voice.rate × speed, clamped by espeak to 80–450 wpm (so speed 0.5 on a slow
  * preset is slightly less slow than asked). Pitch: espeak base pitch 50 × voice.pitch (0–100).
@@ -25,28 +30,43 @@ import {
   type WordTiming
 } from "./TtsEngine.ts"
 
-export class EspeakTts implements TtsEngine {
-  readonly capabilities: TtsCapabilities
+/** Hz of both builds' output (espeak-ng's own rate). */
+export const ESPEAK_SAMPLE_RATE = 22050
 
-  private constructor(private readonly runtime: EspeakRuntime, private readonly native: EspeakNative | null) {
-    this.capabilities = {
-      engine: "espeak",
-      languages: [...new Set([...runtime.languageNames, ...(native?.languageNames ?? [])])].sort(),
-      sampleRates: [runtime.sampleRate],
-      timing: "word"
-    }
+export class EspeakTts implements TtsEngine {
+  private bundledRuntime: EspeakRuntime | undefined
+
+  private constructor(private readonly native: EspeakNative | null, bundled: EspeakRuntime | undefined) {
+    this.bundledRuntime = bundled
   }
 
   /**
-   * Shares the thread's espeak runtimes (loaded on the first call in a thread): Debian's native
-   * library where it is installed, for the voices and rates it speaks (EspeakNative.speaks), and
-   * the bundled build for the rest. Both make 22050 Hz; a native library at another rate is not
-   * used. `native: false` gives the bundled build alone (to compare the two).
+   * Shares the thread's espeak runtimes: Debian's native library where it is installed, for the
+   * voices and rates it speaks (EspeakNative.speaks), and the bundled build for the rest. The
+   * bundled build (~42 MB per worker thread, measured) loads on the first request the native
+   * library cannot take, or here when there is no native library. `native: false` gives the
+   * bundled build alone (to compare the two).
    */
   static async load(options: { readonly native?: boolean } = {}): Promise<EspeakTts> {
+    const loaded = options.native === false ? null : EspeakNative.load()
+    const native = loaded !== null && loaded.sampleRate === ESPEAK_SAMPLE_RATE ? loaded : null
+    return new EspeakTts(native, native === null ? await EspeakTts.loadBundled() : undefined)
+  }
+
+  private static async loadBundled(): Promise<EspeakRuntime> {
     const runtime = await EspeakRuntime.load()
-    const native = options.native === false ? null : EspeakNative.load()
-    return new EspeakTts(runtime, native !== null && native.sampleRate === runtime.sampleRate ? native : null)
+    if (runtime.sampleRate !== ESPEAK_SAMPLE_RATE) throw new TtsError("EngineUnavailable", `espeak-ng's bundled build runs at ${runtime.sampleRate} Hz, not ${ESPEAK_SAMPLE_RATE}`)
+    return runtime
+  }
+
+  private async bundled(): Promise<EspeakRuntime> {
+    return (this.bundledRuntime ??= await EspeakTts.loadBundled())
+  }
+
+  /** The languages of the builds loaded so far (the bundled build's once it has loaded). */
+  get capabilities(): TtsCapabilities {
+    const languages = new Set([...(this.native?.languageNames ?? []), ...(this.bundledRuntime?.languageNames ?? [])])
+    return { engine: "espeak", languages: [...languages].sort(), sampleRates: [ESPEAK_SAMPLE_RATE], timing: "word" }
   }
 
   /** Which build speaks this request: "native" (libespeak-ng) or "bundled" (wasm2js). */
@@ -55,33 +75,34 @@ export class EspeakTts implements TtsEngine {
   }
 
   sampleRateFor(_voice: EngineVoice): number {
-    return this.runtime.sampleRate
+    return ESPEAK_SAMPLE_RATE
   }
 
-  checkVoice(voice: EngineVoice): void {
+  /** Loads the bundled build for a voice the native library does not have. */
+  async checkVoice(voice: EngineVoice): Promise<void> {
     if (voice.engine !== "espeak") throw new TtsError("VoiceNotFound", `voice is for engine ${voice.engine}, not espeak`)
-    if (this.native?.has(voice.variant) !== true) this.runtime.checkVoiceId(voice.variant)
+    if (this.native?.has(voice.variant) !== true) (await this.bundled()).checkVoiceId(voice.variant)
   }
 
   async synthesize(request: TtsRequest): Promise<TtsResult> {
-    const { samples, sampleCount, events } = this.run(request)
-    return { samples: int16ToFloat(samples), sampleRate: this.runtime.sampleRate, words: this.words(request, events, sampleCount) }
+    const { samples, sampleCount, events } = await this.run(request)
+    return { samples: int16ToFloat(samples), sampleRate: ESPEAK_SAMPLE_RATE, words: this.words(request, events, sampleCount) }
   }
 
   /** espeak's own blocks (100 ms of audio each), as its synthesis callback delivers them. */
   async synthesizeBlocks(request: TtsRequest, onBlock: TtsBlockSink): Promise<TtsBlocksResult> {
     let stopped = false
-    const { sampleCount, events } = this.run(request, (block) => {
+    const { sampleCount, events } = await this.run(request, (block) => {
       stopped = !onBlock(int16ToFloat(block))
       return !stopped
     })
     const words = stopped ? [] : this.words(request, events, sampleCount)
-    return { sampleRate: this.runtime.sampleRate, sampleCount, words, stopped }
+    return { sampleRate: ESPEAK_SAMPLE_RATE, sampleCount, words, stopped }
   }
 
-  private run(request: TtsRequest, onBlock?: (block: Int16Array) => boolean) {
+  private async run(request: TtsRequest, onBlock?: (block: Int16Array) => boolean) {
     checkRequest(request)
-    this.checkVoice(request.voice)
+    await this.checkVoice(request.voice)
     const params = this.params(request)
     if (this.buildFor(request) === "native") {
       try {
@@ -91,7 +112,7 @@ export class EspeakTts implements TtsEngine {
         if (this.native!.has(request.voice.variant)) throw e
       }
     }
-    return this.runtime.withVoice(request.voice.variant, params, (s) => s.synthesize(request.text, onBlock))
+    return (await this.bundled()).withVoice(request.voice.variant, params, (s) => s.synthesize(request.text, onBlock))
   }
 
   private params(request: Pick<TtsRequest, "voice" | "speed">) {
@@ -99,7 +120,7 @@ export class EspeakTts implements TtsEngine {
   }
 
   private words(request: TtsRequest, events: ReadonlyArray<EspeakEvent>, sampleCount: number) {
-    const durationMs = (sampleCount * 1000) / this.runtime.sampleRate
+    const durationMs = (sampleCount * 1000) / ESPEAK_SAMPLE_RATE
     return attachMergedWords(request.text, wordsFromEvents(request.text, events, durationMs), request.voice.language)
   }
 }

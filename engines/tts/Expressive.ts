@@ -95,7 +95,7 @@ export interface ExpressiveRequest {
 /** Renders the parts in order at the engine's rate for the voice. */
 export const renderExpressive = async (engine: TtsEngine, request: ExpressiveRequest): Promise<TtsResult> => {
   if (request.parts.length === 0) throw new TtsError("InvalidRequest", "nothing to say: the text holds only tags")
-  engine.checkVoice(request.voice)
+  await engine.checkVoice(request.voice)
   const sampleRate = engine.sampleRateFor(request.voice)
   const pieces: Array<{ samples: Float32Array; words: ReadonlyArray<WordTiming> }> = []
   for (const part of request.parts) {

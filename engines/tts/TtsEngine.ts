@@ -94,8 +94,11 @@ export interface TtsEngine {
   readonly capabilities: TtsCapabilities
   /** Rate (Hz) of the audio this voice produces; known before synthesis (for stream headers). */
   sampleRateFor(voice: EngineVoice): number
-  /** Throws `TtsError` VoiceNotFound when this engine cannot speak with the voice. */
-  checkVoice(voice: EngineVoice): void
+  /**
+   * Throws (or rejects with) `TtsError` VoiceNotFound when this engine cannot speak with the
+   * voice; may first load what the voice needs (espeak-ng's bundled build).
+   */
+  checkVoice(voice: EngineVoice): void | Promise<void>
   synthesize(request: TtsRequest): Promise<TtsResult>
   /**
    * The same samples as `synthesize`, bit for bit, handed over in blocks as the engine makes

@@ -1,3 +1,4 @@
+import { Worker } from "node:worker_threads"
 import t from "tap"
 import { rms } from "../../../engines/audio/Pcm.ts"
 import { escapeForSsml, EspeakRuntime } from "../../../engines/tts/EspeakRuntime.ts"
@@ -170,6 +171,17 @@ t.test("the restore's zero-fill up to the break leaves memory as a full fill wou
   await engine.synthesize({ text: "A long sentence that goes on, and on. ".repeat(210), voice: english, speed: 1 })
   const after = await engine.synthesize({ text: "Tere hommikust, kallis sõber!", voice: estonian, speed: 1 })
   t.ok(Buffer.from(after.samples.buffer).equals(Buffer.from(reference.samples.buffer)), "the same bytes after a long text grew the heap")
+})
+
+t.test("the bundled build loads only when a request needs it (a fresh worker thread)", async (t) => {
+  const worker = new Worker(new URL("../../fixtures/espeakLazyWorker.mjs", import.meta.url))
+  const steps = await new Promise<Record<string, unknown>>((resolve, reject) => {
+    worker.once("message", resolve)
+    worker.once("error", reject)
+  })
+  await worker.terminate()
+  t.same(steps, { loaded: false, afterNative: false, nativeSamples: steps.nativeSamples, afterBundled: true, bundledSamples: steps.bundledSamples })
+  t.ok((steps.nativeSamples as number) > 0 && (steps.bundledSamples as number) > 0, "both spoke")
 })
 
 // Last: it leaves one voice marked as failed in this thread's native runtime.
