@@ -10,7 +10,7 @@
  * synthesis callback; V8 runs no `finally` when it terminates a thread), and every other thread
  * would then wait for ever. So a waiter looks every OWNER_CHECK_MS at whether the owner's
  * thread still exists (/proc/self/task/<tid>) and takes the lock over from a dead one. What the
- * dead thread was doing touched only its own library copies, or libc's rand state.
+ * dead thread was doing touched only its own library copy.
  */
 import { existsSync, readlinkSync } from "node:fs"
 import { workerData } from "node:worker_threads"

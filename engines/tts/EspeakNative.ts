@@ -10,9 +10,9 @@
  * for the voices 1.51 lacks (1.52's ca-ba, ca-nw, ca-va, fo, kaa, mto, ru-cl, ti, xex and the
  * Reed, ian, mike2 variants), and for Piper's phonemes.
  *
- * The process lock: creating an instance (setlocale, voice files) and speaking with a variant
- * whose sound uses libc's process-wide rand() (breath or Klatt noise) happen one thread at a
- * time (EspeakLock.ts), the latter after seeding rand; other syntheses run in parallel.
+ * The process lock: creating or retargeting an instance (setlocale, voice files) happens one
+ * thread at a time (EspeakLock.ts); syntheses run in parallel, noisy voices too (each copy has
+ * a rand() of its own, EspeakRand.ts).
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -28,25 +28,11 @@ import {
   type EspeakParams
 } from "./EspeakRuntime.ts"
 import { espeakLocked as locked } from "./EspeakLock.ts"
-import { ESPEAK_DATA_DIR, EspeakInstance, LIBESPEAK_PATH, seedRand } from "./EspeakNativeLib.ts"
+import { ESPEAK_DATA_DIR, EspeakInstance, LIBESPEAK_PATH } from "./EspeakNativeLib.ts"
 import { TtsError } from "./TtsEngine.ts"
 
 /** Instances per thread (~3.6 MB of RSS and one parked thread each, measured); never freed. */
 const MAX_INSTANCES = 8
-/** rand()'s seed before each noisy synthesis. */
-const RAND_SEED = 1
-
-/**
- * True when a voice or variant file makes noise with rand(): a `klatt` voice, or any `breath`
- * line. espeak keeps the number of values read, not the values, as the switch (wavegen.c calls
- * ApplyBreath whenever it is non-zero), so `breath 0 0 0 0` counts too (the Storm variant).
- */
-export const voiceFileUsesRand = (file: string): boolean =>
-  file.split("\n").some((line) => {
-    const [key, ...values] = line.trim().split(/\s+/)
-    return (key === "breath" && values.length > 0) || (key === "klatt" && values.some((v) => Number(v) !== 0))
-  })
-
 /**
  * `<voice name>[+<variant>]` split, and the instance key: names are case-insensitive for espeak,
  * variants are file names and are not.
@@ -65,9 +51,8 @@ export class EspeakNative {
   readonly languageNames: ReadonlySet<string>
   readonly variants: ReadonlySet<string>
   private readonly instances = new Map<string, EspeakInstance>()
-  /** Read once per voice from its files: whether it uses rand(), its highest rate. */
-  private readonly traits = new Map<string, { readonly usesRand: boolean; readonly maxRate: number }>()
-  private readonly languageFiles: ReadonlyArray<string>
+  /** Highest rate by variant file name ("" for none), wpm. */
+  private readonly maxRates = new Map<string, number>()
   /** Instance keys whose copy could not be made or retargeted: the bundled build speaks them. */
   private readonly unloadable = new Set<string>()
 
@@ -75,8 +60,6 @@ export class EspeakNative {
     this.sampleRate = first.sampleRate
     this.instances.set(first.voiceId, first)
     this.languageNames = new Set(first.voiceIdentifiers.map((id) => id.split("/").pop()!.toLowerCase()))
-    // Identifiers are paths under lang/ ("bat/lv").
-    this.languageFiles = first.voiceIdentifiers.map((id) => join("lang", id))
     this.variants = new Set(readdirSync(join(ESPEAK_DATA_DIR, "voices", "!v")))
   }
 
@@ -123,11 +106,11 @@ export class EspeakNative {
 
   /**
    * True when `synthesize` speaks this voice at this rate as asked: `has` it, and the rate stays
-   * below the voice's cap (`traitsOf`); above it, callers use the bundled build, which has the
+   * below the voice's cap (`maxRateOf`); above it, callers use the bundled build, which has the
    * whole 80–450 wpm range.
    */
   speaks(voiceId: string, rateWpm: number): boolean {
-    return this.has(voiceId) && Math.round(clamp(rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)) <= this.traitsOf(voiceId).maxRate
+    return this.has(voiceId) && Math.round(clamp(rateWpm, ESPEAK_RATE_MIN_WPM, ESPEAK_RATE_MAX_WPM)) <= this.maxRateOf(voiceId)
   }
 
   /** As EspeakSession.synthesize, for a voice `has` accepts. Synchronous. */
@@ -138,14 +121,13 @@ export class EspeakNative {
   } {
     if (!this.has(voiceId)) throw new TtsError("VoiceNotFound", `espeak-ng (native) has no voice "${voiceId}"`)
     const instance = this.instance(voiceId)
-    const traits = this.traitsOf(voiceId)
     const { escaped, start, end } = escapeForSsml(text)
     const toEvent = eventMapper(start, end)
     const bytes = new TextEncoder().encode(`${escaped}\0`)
     const chunks: Array<Int16Array> = []
     const events: Array<EspeakEvent> = []
     let total = 0
-    const rate = Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, traits.maxRate))
+    const rate = Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, this.maxRateOf(voiceId)))
     const pitch = Math.round(clamp(params.pitch, 0, 100))
     const speak = () =>
       instance.speak(bytes, rate, pitch, (samples, raw) => {
@@ -163,12 +145,7 @@ export class EspeakNative {
         return onBlock(samples)
       })
     try {
-      if (traits.usesRand) {
-        locked(() => {
-          seedRand(RAND_SEED)
-          speak()
-        })
-      } else speak()
+      speak()
     } catch (cause) {
       throw new TtsError("EngineFailed", "espeak-ng synthesis failed", { cause })
     }
@@ -207,26 +184,21 @@ export class EspeakNative {
   }
 
   /**
-   * Read from the voice's language file and variant file, once:
-   *  - usesRand: either makes noise with rand() (voiceFileUsesRand);
-   *  - maxRate, wpm: below where espeak starts libsonic's speed-up stream, whose allocations (in
-   *    libsonic, not the copy) the heap tracker does not see: 450 wpm, or 350 with a `fast_test2`
-   *    variant (`fast`), per an outside review's allocation trace.
+   * The voice's highest rate, wpm, read once from its variant file: below where espeak starts
+   * libsonic's speed-up stream, whose allocations (in libsonic, not the copy) the heap tracker
+   * does not see: 450 wpm, or 350 with a `fast_test2` variant (`fast`), per an outside review's
+   * allocation trace.
    */
-  private traitsOf(voiceId: string) {
-    let traits = this.traits.get(voiceId)
-    if (traits === undefined) {
-      const { name, variant } = splitVoiceId(voiceId)
-      const read = (file: string) => readFileSync(join(ESPEAK_DATA_DIR, file), "utf8")
-      const languageTexts = this.languageFiles.filter((f) => f.split("/").pop()!.toLowerCase() === name).map(read)
-      const variantText = variant === undefined ? "" : read(join("voices", "!v", variant))
-      traits = {
-        usesRand: [...languageTexts, variantText].some(voiceFileUsesRand),
-        maxRate: Math.min(ESPEAK_RATE_MAX_WPM, /^\s*fast_test2\b/m.test(variantText) ? 350 : 450) - 1
-      }
-      this.traits.set(voiceId, traits)
+  private maxRateOf(voiceId: string): number {
+    const { variant } = splitVoiceId(voiceId)
+    const key = variant ?? ""
+    let rate = this.maxRates.get(key)
+    if (rate === undefined) {
+      const variantText = variant === undefined ? "" : readFileSync(join(ESPEAK_DATA_DIR, "voices", "!v", variant), "utf8")
+      rate = Math.min(ESPEAK_RATE_MAX_WPM, /^\s*fast_test2\b/m.test(variantText) ? 350 : 450) - 1
+      this.maxRates.set(key, rate)
     }
-    return traits
+    return rate
   }
 
   /** Heap blocks the voice's instance freed at rewinds so far (for tests). */

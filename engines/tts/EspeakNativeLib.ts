@@ -25,10 +25,11 @@
  *    p_vaddr + p_memsz), not from /proc/self/maps: the kernel merges .bss with neighbouring
  *    anonymous memory (a malloc arena of another thread), and rewinding that crashed the
  *    process. Only the part the loader left writable is copied (RELRO pages are read-only).
- *  - libc's rand() is process-wide: the noise of breathy and Klatt variants comes from it, so
- *    callers seed it (`seedRand`) and hold the process lock around such syntheses.
+ *  - libc's rand() is process-wide, and other libraries draw from it: the noise of breathy and
+ *    Klatt variants comes from it. Each copy's `rand` slot points at a generator of its own
+ *    (EspeakRand.ts), seeded before the warm-up and before every synthesis.
  *  - espeak_Initialize calls setlocale (process-wide) and voice loading is not thread-safe;
- *    instances are created under the same lock (the constructor seeds rand too).
+ *    instances are created under a process lock (EspeakLock.ts).
  *  - `espeakINITIALIZE_DONT_EXIT`: without it a missing data file calls exit().
  *  - espeak_Initialize starts an idle thread even in synchronous mode (the asynchronous mode's
  *    command queue). Instances are therefore never terminated or unloaded: espeak_Terminate
@@ -44,6 +45,7 @@ import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
 import { ALLOCATOR_SLOTS, EpochHeap, jumpSlots } from "./EspeakHeap.ts"
+import { PrivateRand } from "./EspeakRand.ts"
 
 export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
 export const ESPEAK_DATA_DIR = "/usr/lib/x86_64-linux-gnu/espeak-ng-data"
@@ -68,6 +70,8 @@ const PARAM_PITCH = 3
 const WARM_UP = new TextEncoder().encode(" \0")
 /** Synthesis callback period, ms: the block size (as the wasm build's 100 ms). */
 const BLOCK_MS = 100
+/** The private rand()'s state before the warm-up and before every synthesis. */
+const RAND_SEED = 1n
 
 export const EVENT_TYPES = ["list_terminated", "word", "sentence", "mark", "play", "end", "msg_terminated", "phoneme", "samplerate"] as const
 
@@ -89,7 +93,6 @@ interface Bindings {
   readonly koffi: typeof Koffi
   readonly memcpyIn: (dst: bigint, src: Uint8Array, n: number) => unknown
   readonly memcpyOut: (dst: Uint8Array, src: bigint, n: number) => unknown
-  readonly srand: (seed: number) => void
   readonly dlopen: (path: string, flags: number) => unknown
   readonly sigmask: (how: number, set: Uint8Array, old: Uint8Array) => number
   readonly eventType: TypeObject
@@ -141,7 +144,6 @@ const bind = (): Bindings => {
     koffi,
     memcpyIn: libc.func("void *memcpy(intptr_t dst, const uint8_t *src, size_t n)"),
     memcpyOut: libc.func("void *memcpy(_Out_ uint8_t *dst, intptr_t src, size_t n)"),
-    srand: libc.func("void srand(unsigned int seed)"),
     dlopen: libc.func("void *dlopen(const char *path, int flags)"),
     sigmask: libc.func("int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *old)"),
     eventType,
@@ -152,8 +154,6 @@ const bind = (): Bindings => {
   return bindings
 }
 
-/** Seeds libc's process-wide rand() (the noise of breathy and Klatt variants). */
-export const seedRand = (seed: number): void => bind().srand(seed)
 
 /** dlfcn.h and signal.h (glibc, x86-64). */
 const RTLD_NOW = 0x2
@@ -207,6 +207,7 @@ export class EspeakInstance {
   private readonly setVoice: (name: string) => number
   private voice = ""
   private readonly heap: EpochHeap
+  private readonly rand: PrivateRand
   /** Identifiers of the voices espeak lists ("gmw/en-US", ...). */
   readonly voiceIdentifiers: ReadonlyArray<string>
   private sink: RawBlockSink | undefined
@@ -265,13 +266,15 @@ export class EspeakInstance {
     this.voiceIdentifiers = this.listVoices()
     // Patched slots must lie where rewinds restore them and writes are allowed: a build linked
     // with -z now keeps its GOT read-only after relocation (RELRO), where a patch would crash.
-    for (const name of ALLOCATOR_SLOTS) {
+    for (const name of [...ALLOCATOR_SLOTS, "rand"]) {
       const at = base + (b.slots.get(name) ?? -1n)
       if (at < this.segmentAt || at + 8n > segmentEnd) throw new Error(`espeak-ng: ${name}'s .got.plt slot is outside the rewound writable memory`)
     }
     // From here on the copy allocates through the tracker (after the idle thread parked: its
     // callbacks must run on this thread only).
     this.heap = new EpochHeap(b.koffi, base, b.slots)
+    this.rand = new PrivateRand(b.koffi)
+    b.memcpyIn(base + b.slots.get("rand")!, new Uint8Array(BigUint64Array.of(this.rand.address).buffer), 8)
     this.select(voiceId)
   }
 
@@ -316,7 +319,7 @@ export class EspeakInstance {
     // Warm-up: the voice change espeak queued (a malloc'd copy of the voice, freed when a
     // synthesis takes it off the queue) and lazily allocated tables (the text decoder) are dealt
     // with before the snapshot, so a rewind never brings back a queued or unallocated pointer.
-    seedRand(1)
+    this.rand.seed(RAND_SEED)
     this.run(WARM_UP, () => true)
     bind().memcpyOut(this.snapshot, this.segmentAt, this.snapshot.length)
     this.heap.snapshotTaken()
@@ -355,6 +358,7 @@ export class EspeakInstance {
     // A sink that speaks again on this instance would rewind it under the running synthesis.
     if (this.sink !== undefined) throw new Error("espeak-ng: this instance is already speaking")
     this.rewind()
+    this.rand.seed(RAND_SEED)
     this.setParameter(PARAM_RATE, rateWpm, 0)
     this.setParameter(PARAM_PITCH, pitch, 0)
     this.run(text, sink)

@@ -3,11 +3,13 @@ import { createHash } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
+import koffi from "koffi"
 import t from "tap"
 import { espeakLockBuffer } from "../../../engines/tts/EspeakLock.ts"
-import { EspeakNative, voiceFileUsesRand } from "../../../engines/tts/EspeakNative.ts"
+import { EspeakNative } from "../../../engines/tts/EspeakNative.ts"
 import { LIBESPEAK_PATH, writableSegment } from "../../../engines/tts/EspeakNativeLib.ts"
-import { EspeakRuntime } from "../../../engines/tts/EspeakRuntime.ts"
+import { PrivateRand, randCode } from "../../../engines/tts/EspeakRand.ts"
+import { EspeakRuntime, joinSamples } from "../../../engines/tts/EspeakRuntime.ts"
 
 // scripts/setup.sh installs Debian's libespeak-ng1; without it the service falls back to the
 // bundled build, but this suite is about the native one and fails rather than skips.
@@ -22,7 +24,7 @@ const hashOf = (voice: string, s = text) => sha(native.synthesize(voice, params,
 
 t.test("the same request gives the same samples, whatever was spoken in between", async (t) => {
   // Plain, breathy (rand) and Klatt (rand) variants, interleaved: each instance rewinds to its own
-  // post-warm-up state, and rand is seeded before noisy ones.
+  // post-warm-up state, and its private rand() is seeded before each synthesis.
   const voices = ["et", "fr", "et+f3", "en-us+klatt", "en+m3"]
   const first = new Map(voices.map((v) => [v, hashOf(v)]))
   for (let round = 0; round < 3; round++) {
@@ -31,7 +33,7 @@ t.test("the same request gives the same samples, whatever was spoken in between"
   t.equal(new Set(first.values()).size, voices.length, "different voices sound different")
 })
 
-t.test("worker threads speaking at once get the main thread's samples (private copies, the rand lock)", async (t) => {
+t.test("worker threads speaking at once get the main thread's samples (private copies, private rand)", async (t) => {
   const voices = ["et", "et+f3", "en+klatt", "de+f5", "lv", "en+Storm"]
   const expected = Object.fromEntries(voices.map((v) => [v, [hashOf(v)]]))
   const run = () =>
@@ -159,17 +161,43 @@ t.test("unknown voices and variants are refused", async (t) => {
   }
 })
 
-t.test("voiceFileUsesRand: Klatt voices and any breath line", async (t) => {
-  t.ok(voiceFileUsesRand("name x\nklatt 4\n"))
-  t.ok(voiceFileUsesRand("breath 0 2 3 3\n"))
-  t.ok(voiceFileUsesRand("breath 0 0 0 0\n"), "zeros too: espeak switches on the count of values (the Storm variant)")
-  t.notOk(voiceFileUsesRand("// breath 3\n// klatt 3\nklatt 0\n"), "comments and klatt 0")
-  t.notOk(voiceFileUsesRand("pitch 140 240\nbreathw 150 150\n"), "breathw alone makes no noise")
-  t.notOk(voiceFileUsesRand(""))
+t.test("noisy voices draw from a rand() of their own: libc's, drawn from mid-synthesis, changes nothing", async (t) => {
+  // Another library (onnxruntime's VAD) drawing from libc's shared generator while a breathy
+  // voice speaks: here the block sink does it, on the synthesizing thread, between blocks.
+  const libc = koffi.load("libc.so.6")
+  const rand = libc.func("int rand(void)")
+  const srand = libc.func("void srand(unsigned int seed)")
+  for (const voice of ["et+f3", "en-us+klatt", "lv", "en+Storm"]) {
+    const plain = sha(native.synthesize(voice, params, text).samples)
+    const blocks: Array<Int16Array> = []
+    native.synthesize(voice, params, text, (block) => {
+      srand(blocks.length + 7)
+      for (let i = 0; i < 37; i++) rand()
+      blocks.push(block)
+      return true
+    })
+    t.equal(sha(joinSamples(blocks, blocks.reduce((n, b) => n + b.length, 0))), plain, voice)
+  }
+})
+
+t.test("the private rand(): glibc's range, a fixed sequence from a seed", async (t) => {
+  const generator = new PrivateRand(koffi)
+  const call = koffi.call as unknown as (fn: bigint, proto: unknown) => number
+  const proto = koffi.proto("int private_rand(void)")
+  const draw = () => call(generator.address, proto)
+  generator.seed(1n)
+  const first = Array.from({ length: 1000 }, draw)
+  generator.seed(1n)
+  t.same(Array.from({ length: 1000 }, draw), first, "the same seed, the same numbers")
+  t.ok(first.every((x) => Number.isInteger(x) && x >= 0 && x <= 0x7fffffff), "0 to RAND_MAX")
+  t.ok(new Set(first).size > 990, "no short cycle")
+  const mean = first.reduce((a, b) => a + b, 0) / first.length / 0x7fffffff
+  t.ok(Math.abs(mean - 0.5) < 0.05, `mean ${mean.toFixed(3)} of the range`)
+  t.equal(randCode(0n).length, 48)
 })
 
 t.test("noisy language files count too: Latvian's breath, beside other threads", async (t) => {
-  // lang/bat/lv has a breath line; unlocked and unseeded it gave a new hash on every call.
+  // lang/bat/lv has a breath line; with libc's rand unseeded it gave a new hash on every call.
   const first = hashOf("lv")
   for (let i = 0; i < 3; i++) t.equal(hashOf("lv"), first, `call ${i + 2}`)
   t.equal(hashOf("en+Storm"), hashOf("en+Storm"), "Storm (breath of zeros)")
