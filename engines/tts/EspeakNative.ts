@@ -28,7 +28,7 @@ import {
   type EspeakParams
 } from "./EspeakRuntime.ts"
 import { espeakLocked as locked } from "./EspeakLock.ts"
-import { ESPEAK_DATA_DIR, EspeakInstance, LIBESPEAK_PATH } from "./EspeakNativeLib.ts"
+import { ESPEAK_DATA_DIR, EspeakInstance, LIBESPEAK_PATH, probeCopy } from "./EspeakNativeLib.ts"
 import { TtsError } from "./TtsEngine.ts"
 
 /** Instances per thread (~3.6 MB of RSS and one parked thread each, measured); never freed. */
@@ -80,14 +80,25 @@ export class EspeakNative {
   }
 
   /**
-   * Without loading anything: why the native library cannot be used on this machine (missing
-   * library or data), or undefined when it can be tried. For readiness and the start-up log.
+   * Why the native library cannot be used on this machine (missing library or data, or a copy
+   * that cannot be loaded: no memfd, no executable mapping), or undefined. Loads one copy and
+   * unloads it, without starting espeak; decided once per thread. For readiness and the start-up
+   * log, in the main thread (workers make the same copies).
    */
   static check(): string | undefined {
-    for (const path of [LIBESPEAK_PATH, join(ESPEAK_DATA_DIR, "phondata")]) {
-      if (!existsSync(path)) return `${path} is missing: install Debian's libespeak-ng1 for espeak-ng's native library (the bundled build speaks meanwhile, with ~3x the CPU)`
+    if (checked === undefined) {
+      checked = { reason: undefined }
+      for (const path of [LIBESPEAK_PATH, join(ESPEAK_DATA_DIR, "phondata")]) {
+        if (!existsSync(path)) checked.reason ??= `${path} is missing: install Debian's libespeak-ng1 for espeak-ng's native library`
+      }
+      try {
+        if (checked.reason === undefined) probeCopy()
+      } catch (cause) {
+        checked.reason = `a private copy of ${LIBESPEAK_PATH} could not be loaded: ${cause instanceof Error ? cause.message : String(cause)}`
+      }
+      if (checked.reason !== undefined) checked.reason += " (the bundled build speaks every voice meanwhile, with ~3x the CPU)"
     }
-    return loadFailure
+    return checked.reason ?? loadFailure
   }
 
   /** Why `load` gave null, when it did. */
@@ -208,3 +219,4 @@ export class EspeakNative {
 }
 
 let loadFailure: string | undefined
+let checked: { reason: string | undefined } | undefined

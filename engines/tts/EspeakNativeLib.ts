@@ -1,6 +1,6 @@
 /**
  * One private instance of Debian's native espeak-ng (`libespeak-ng1`, 1.51) through koffi: the
- * library file copied to a file of its own and dlopen'ed from there, so that it has statics of
+ * library file copied to an in-memory file of its own and dlopen'ed from there, so that it has statics of
  * its own, initialised in synchronous mode with one voice, and rewound to the state it had right
  * after that voice's warm-up before every synthesis.
  *
@@ -8,7 +8,7 @@
  * per process). dlopen returns the same handle for the same file, so two worker threads sharing
  * it overwrite each other's state (seen: "phondata: Bad address", then espeak's exit() ended the
  * process). A copy under another name is a separate object with its own .data and .bss; the
- * file (in a private temporary directory) is deleted once mapped.
+ * file is an anonymous in-memory one (memfd).
  *
  * Why one voice per instance, and the rewind: synthesis state (flutter phase, filter memories,
  * echo buffer) carries over in statics, so the same text sounds different on each call. Copying
@@ -38,9 +38,7 @@
  *    the wake-up; the join then hung the thread for good (seen). Synchronous synthesis never
  *    signals that condition variable, so parked threads stay parked.
  */
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { closeSync, fstatSync, readdirSync, readFileSync, writeSync } from "node:fs"
 import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
@@ -94,6 +92,9 @@ interface Bindings {
   readonly memcpyIn: (dst: bigint, src: Uint8Array, n: number) => unknown
   readonly memcpyOut: (dst: Uint8Array, src: bigint, n: number) => unknown
   readonly dlopen: (path: string, flags: number) => unknown
+  readonly memfdCreate: (name: string, flags: number) => number
+  /** The library file's bytes, copied into each memfd. */
+  readonly elf: Uint8Array
   readonly sigmask: (how: number, set: Uint8Array, old: Uint8Array) => number
   readonly eventType: TypeObject
   readonly callbackType: TypeObject
@@ -145,6 +146,8 @@ const bind = (): Bindings => {
     memcpyIn: libc.func("void *memcpy(intptr_t dst, const uint8_t *src, size_t n)"),
     memcpyOut: libc.func("void *memcpy(_Out_ uint8_t *dst, intptr_t src, size_t n)"),
     dlopen: libc.func("void *dlopen(const char *path, int flags)"),
+    memfdCreate: libc.func("int memfd_create(const char *name, unsigned int flags)"),
+    elf,
     sigmask: libc.func("int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *old)"),
     eventType,
     callbackType: koffi.pointer(koffi.proto("int espeak_synth_cb(void *wav, int numsamples, void *events)")),
@@ -159,6 +162,8 @@ const bind = (): Bindings => {
 const RTLD_NOW = 0x2
 const RTLD_NOLOAD = 0x4
 const RTLD_NODELETE = 0x1000
+/** sys/mman.h. */
+const MFD_CLOEXEC = 0x1
 const SIG_SETMASK = 2
 /** sizeof(sigset_t) in glibc. */
 const SIGSET_BYTES = 128
@@ -196,6 +201,42 @@ const awaitParkedThread = (before: ReadonlySet<string>, start: bigint, end: bigi
 const utf8 = new TextDecoder()
 let copies = 0
 
+/**
+ * Loads a private copy of the library from an anonymous in-memory file (memfd_create): no
+ * temporary directory to be missing, mounted noexec or shared with other users. The file
+ * descriptor stays open for the life of the process: glibc knows the copy by its name,
+ * /proc/self/fd/<n>, and a later dlopen of a reused number would get this copy back instead
+ * of a new one. `pin`: make the copy permanent (RTLD_NODELETE).
+ */
+const loadCopy = (b: Bindings, pin = true): { lib: LibraryHandle; base: bigint; writableStart: bigint; fd: number } => {
+  const fd = b.memfdCreate(`speech-espeak-${copies++}`, MFD_CLOEXEC)
+  if (fd < 0) throw new Error("espeak-ng: memfd_create failed")
+  writeSync(fd, b.elf)
+  const path = `/proc/self/fd/${fd}`
+  const lib = b.koffi.load(path)
+  // Pinned: koffi closes a library once nothing references it, also when a worker thread ends,
+  // and the idle thread espeak started would then wait on unmapped memory (a signal delivered to
+  // it aborted the whole process, an outside review showed).
+  if (pin && b.dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) === null) throw new Error(`espeak-ng: could not pin ${path}`)
+  // Its mappings, found by the memfd's inode ("/memfd:speech-espeak-<n> (deleted)" by name).
+  const inode = String(fstatSync(fd).ino)
+  const mapped = readFileSync("/proc/self/maps", "utf8").split("\n").map((l) => l.split(/\s+/)).filter((m) => m[4] === inode)
+  const first = mapped.find((m) => m[2] === "00000000")
+  const rw = mapped.find((m) => m[1]!.startsWith("rw"))
+  if (first === undefined || rw === undefined) throw new Error(`espeak-ng: the copy in ${path} is not mapped as expected`)
+  return { lib, base: BigInt(`0x${first[0]!.split("-")[0]}`), writableStart: BigInt(`0x${rw[0]!.split("-")[0]}`), fd }
+}
+
+/**
+ * Loads one copy and unloads it again, without starting espeak: whether copies can be made on
+ * this machine (for readiness); throws why not.
+ */
+export const probeCopy = (): void => {
+  const copy = loadCopy(bind(), false)
+  copy.lib.unload()
+  closeSync(copy.fd)
+}
+
 export class EspeakInstance {
   readonly sampleRate: number
   private readonly lib: LibraryHandle
@@ -216,28 +257,9 @@ export class EspeakInstance {
   /** Loads a private copy and selects `voiceId` (espeak's `<name>[+<variant>]`); throws when either fails. */
   constructor(voiceId: string) {
     const b = bind()
-    // In a directory of its own (mode 0700, unpredictable name): in the shared temp directory,
-    // another local user could create the file first and rewrite it between copy and load.
-    const directory = mkdtempSync(join(tmpdir(), "speech-espeak-"))
-    const path = join(directory, `libespeak-ng-${copies++}.so`)
-    copyFileSync(LIBESPEAK_PATH, path)
-    let base: bigint
-    let writableStart: bigint
-    try {
-      this.lib = b.koffi.load(path)
-      // Pinned: koffi closes a library once nothing references it, also when a worker thread
-      // ends, and the idle thread espeak started would then wait on unmapped memory (a signal
-      // delivered to it aborted the whole process, an outside review showed).
-      if (b.dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) === null) throw new Error(`espeak-ng: could not pin ${path}`)
-      const mapped = readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => l.endsWith(path)).map((l) => l.split(/\s+/))
-      const first = mapped.find((m) => m[2] === "00000000")
-      const rw = mapped.find((m) => m[1]!.startsWith("rw"))
-      if (first === undefined || rw === undefined) throw new Error(`espeak-ng: ${path} is not mapped as expected`)
-      base = BigInt(`0x${first[0]!.split("-")[0]}`)
-      writableStart = BigInt(`0x${rw[0]!.split("-")[0]}`)
-    } finally {
-      rmSync(directory, { recursive: true, force: true })
-    }
+    const copy = loadCopy(b)
+    this.lib = copy.lib
+    const { base, writableStart } = copy
     const initialize = this.lib.func("int espeak_Initialize(int output, int buflength, const char *path, int options)")
     this.synth = this.lib.func("int espeak_Synth(const uint8_t *text, size_t size, uint position, int position_type, uint end_position, uint flags, void *unique_identifier, void *user_data)")
     this.setParameter = this.lib.func("int espeak_SetParameter(int parameter, int value, int relative)")

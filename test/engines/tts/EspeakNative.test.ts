@@ -7,7 +7,7 @@ import koffi from "koffi"
 import t from "tap"
 import { espeakLockBuffer } from "../../../engines/tts/EspeakLock.ts"
 import { EspeakNative } from "../../../engines/tts/EspeakNative.ts"
-import { LIBESPEAK_PATH, writableSegment } from "../../../engines/tts/EspeakNativeLib.ts"
+import { LIBESPEAK_PATH, probeCopy, writableSegment } from "../../../engines/tts/EspeakNativeLib.ts"
 import { PrivateRand, randCode } from "../../../engines/tts/EspeakRand.ts"
 import { EspeakRuntime, joinSamples } from "../../../engines/tts/EspeakRuntime.ts"
 
@@ -49,8 +49,8 @@ t.test("worker threads speaking at once get the main thread's samples (private c
 })
 
 t.test("copies outlive the worker threads that made them; espeak's idle threads block signals", async (t) => {
-  // Each copy's file (speech-espeak-*/libespeak-ng-N.so, deleted) is mapped at file offset 0 once.
-  const copiesMapped = () => readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => / 00000000 .*\/speech-espeak-[^/]+\/libespeak-ng-\d+\.so/.test(l)).length
+  // Each copy's in-memory file (/memfd:speech-espeak-N) is mapped at file offset 0 once.
+  const copiesMapped = () => readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => / 00000000 .*\/memfd:speech-espeak-\d+ /.test(l)).length
   const before = copiesMapped()
   const worker = new Worker(new URL("../../fixtures/espeakNativeWorker.mjs", import.meta.url), {
     workerData: { voices: ["et"], rounds: 1, text: "Tere.", espeakLock: espeakLockBuffer }
@@ -208,4 +208,12 @@ t.test("writableSegment reads the library's PT_LOAD and refuses anything else", 
   t.ok(seg.memsz > 0n && seg.memsz < 16n << 20n, `${seg.memsz} bytes at ${seg.vaddr}`)
   t.throws(() => writableSegment(new Uint8Array(64)), /ELF/)
   t.throws(() => writableSegment(readFileSync(process.execPath).subarray(0, 64).fill(0, 0x38, 0x3a)), /one writable/)
+})
+
+t.test("check: a copy loads and unloads on this machine, and the probe leaves nothing mapped", async (t) => {
+  t.equal(EspeakNative.check(), undefined, "libespeak-ng1 is installed (scripts/setup.sh)")
+  const mappedFiles = () => new Set(readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => l.includes("/memfd:speech-espeak-")).map((l) => l.split(/\s+/)[4]))
+  const before = mappedFiles()
+  probeCopy()
+  t.same([...mappedFiles()].filter((inode) => !before.has(inode)), [], "no new copy stays mapped")
 })
