@@ -31,7 +31,7 @@ import { espeakLocked as locked } from "./EspeakLock.ts"
 import { ESPEAK_DATA_DIR, EspeakInstance, LIBESPEAK_PATH, probeCopy } from "./EspeakNativeLib.ts"
 import { TtsError } from "./TtsEngine.ts"
 
-/** Instances per thread (~3.6 MB of RSS and one parked thread each, measured); never freed. */
+/** Instances per thread (~5 MB of RSS and one parked thread each, measured); never freed. */
 const MAX_INSTANCES = 8
 /**
  * `<voice name>[+<variant>]` split, and the instance key: names are case-insensitive for espeak,

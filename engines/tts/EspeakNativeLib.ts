@@ -39,6 +39,7 @@
  *    signals that condition variable, so parked threads stay parked.
  */
 import { closeSync, fstatSync, readdirSync, readFileSync, writeSync } from "node:fs"
+import { threadId } from "node:worker_threads"
 import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
@@ -93,6 +94,8 @@ interface Bindings {
   readonly memcpyOut: (dst: Uint8Array, src: bigint, n: number) => unknown
   readonly dlopen: (path: string, flags: number) => unknown
   readonly memfdCreate: (name: string, flags: number) => number
+  /** fcntl(fd, cmd, <type>, arg): variadic. */
+  readonly fcntl: (fd: number, cmd: number, type: string, arg: number) => number
   /** The library file's bytes, copied into each memfd. */
   readonly elf: Uint8Array
   readonly sigmask: (how: number, set: Uint8Array, old: Uint8Array) => number
@@ -147,6 +150,7 @@ const bind = (): Bindings => {
     memcpyOut: libc.func("void *memcpy(_Out_ uint8_t *dst, intptr_t src, size_t n)"),
     dlopen: libc.func("void *dlopen(const char *path, int flags)"),
     memfdCreate: libc.func("int memfd_create(const char *name, unsigned int flags)"),
+    fcntl: libc.func("int fcntl(int fd, int cmd, ...)"),
     elf,
     sigmask: libc.func("int pthread_sigmask(int how, const uint8_t *set, _Out_ uint8_t *old)"),
     eventType,
@@ -162,8 +166,14 @@ const bind = (): Bindings => {
 const RTLD_NOW = 0x2
 const RTLD_NOLOAD = 0x4
 const RTLD_NODELETE = 0x1000
-/** sys/mman.h. */
+/** sys/mman.h and fcntl.h (Linux). */
 const MFD_CLOEXEC = 0x1
+const MFD_ALLOW_SEALING = 0x2
+const F_ADD_SEALS = 1033
+const F_SEAL_SEAL = 0x1
+const F_SEAL_SHRINK = 0x2
+const F_SEAL_GROW = 0x4
+const F_SEAL_WRITE = 0x8
 const SIG_SETMASK = 2
 /** sizeof(sigset_t) in glibc. */
 const SIGSET_BYTES = 128
@@ -201,30 +211,50 @@ const awaitParkedThread = (before: ReadonlySet<string>, start: bigint, end: bigi
 const utf8 = new TextDecoder()
 let copies = 0
 
+/** The .got.plt slots pointed elsewhere: the allocators (EspeakHeap.ts) and rand (EspeakRand.ts). */
+const PATCHED_SLOTS = [...ALLOCATOR_SLOTS, "rand"]
+
 /**
  * Loads a private copy of the library from an anonymous in-memory file (memfd_create): no
- * temporary directory to be missing, mounted noexec or shared with other users. The file
+ * temporary directory to be missing, mounted noexec or shared with other users; sealed once
+ * written, so nothing that can open /proc/<pid>/fd/<n> can change its code. The file
  * descriptor stays open for the life of the process: glibc knows the copy by its name,
  * /proc/self/fd/<n>, and a later dlopen of a reused number would get this copy back instead
- * of a new one. `pin`: make the copy permanent (RTLD_NODELETE).
+ * of a new one. `pin`: make the copy permanent (RTLD_NODELETE). Throws, before espeak runs
+ * any code, when the slots to patch are not in the writable memory the rewinds restore (a
+ * build linked with -z now keeps its GOT read-only after relocation, where a patch would
+ * crash).
  */
-const loadCopy = (b: Bindings, pin = true): { lib: LibraryHandle; base: bigint; writableStart: bigint; fd: number } => {
-  const fd = b.memfdCreate(`speech-espeak-${copies++}`, MFD_CLOEXEC)
+const loadCopy = (b: Bindings, pin = true): { lib: LibraryHandle; base: bigint; segmentAt: bigint; segmentEnd: bigint; fd: number } => {
+  const name = `speech-espeak-${threadId}-${copies++}`
+  const fd = b.memfdCreate(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)
   if (fd < 0) throw new Error("espeak-ng: memfd_create failed")
-  writeSync(fd, b.elf)
+  for (let at = 0; at < b.elf.length; ) at += writeSync(fd, b.elf, at)
+  if (b.fcntl(fd, F_ADD_SEALS, "int", F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) !== 0) throw new Error("espeak-ng: could not seal the copy")
   const path = `/proc/self/fd/${fd}`
   const lib = b.koffi.load(path)
   // Pinned: koffi closes a library once nothing references it, also when a worker thread ends,
   // and the idle thread espeak started would then wait on unmapped memory (a signal delivered to
   // it aborted the whole process, an outside review showed).
   if (pin && b.dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) === null) throw new Error(`espeak-ng: could not pin ${path}`)
-  // Its mappings, found by the memfd's inode ("/memfd:speech-espeak-<n> (deleted)" by name).
+  // Its mappings: the memfd's name (unique in the process) and inode (unique on the memfd
+  // device; an inode number alone can also belong to a file on another device).
   const inode = String(fstatSync(fd).ino)
-  const mapped = readFileSync("/proc/self/maps", "utf8").split("\n").map((l) => l.split(/\s+/)).filter((m) => m[4] === inode)
+  const mapped = readFileSync("/proc/self/maps", "utf8").split("\n").map((l) => l.split(/\s+/)).filter((m) => m[4] === inode && m[5] === `/memfd:${name}`)
   const first = mapped.find((m) => m[2] === "00000000")
   const rw = mapped.find((m) => m[1]!.startsWith("rw"))
   if (first === undefined || rw === undefined) throw new Error(`espeak-ng: the copy in ${path} is not mapped as expected`)
-  return { lib, base: BigInt(`0x${first[0]!.split("-")[0]}`), writableStart: BigInt(`0x${rw[0]!.split("-")[0]}`), fd }
+  const base = BigInt(`0x${first[0]!.split("-")[0]}`)
+  const writableStart = BigInt(`0x${rw[0]!.split("-")[0]}`)
+  const segmentStart = base + b.writable.vaddr
+  const segmentEnd = segmentStart + b.writable.memsz
+  // Only the part the loader left writable (RELRO pages are read-only).
+  const segmentAt = writableStart > segmentStart ? writableStart : segmentStart
+  for (const slot of PATCHED_SLOTS) {
+    const at = base + (b.slots.get(slot) ?? -1n)
+    if (at < segmentAt || at + 8n > segmentEnd) throw new Error(`espeak-ng: ${slot}'s .got.plt slot is outside the rewound writable memory`)
+  }
+  return { lib, base, segmentAt, segmentEnd, fd }
 }
 
 /**
@@ -259,14 +289,12 @@ export class EspeakInstance {
     const b = bind()
     const copy = loadCopy(b)
     this.lib = copy.lib
-    const { base, writableStart } = copy
+    const { base, segmentAt, segmentEnd } = copy
     const initialize = this.lib.func("int espeak_Initialize(int output, int buflength, const char *path, int options)")
     this.synth = this.lib.func("int espeak_Synth(const uint8_t *text, size_t size, uint position, int position_type, uint end_position, uint flags, void *unique_identifier, void *user_data)")
     this.setParameter = this.lib.func("int espeak_SetParameter(int parameter, int value, int relative)")
     const setVoice = this.lib.func("int espeak_SetVoiceByName(const char *name)")
     const setCallback = this.lib.func("espeak_SetSynthCallback", "void", [b.callbackType])
-    const segmentStart = base + b.writable.vaddr
-    const segmentEnd = segmentStart + b.writable.memsz
     const threadsBefore = new Set(readdirSync("/proc/self/task"))
     // The idle thread inherits this thread's signal mask: all blocked, so no signal is ever
     // handled on it (it would run Node's handlers on a thread Node does not know).
@@ -279,19 +307,13 @@ export class EspeakInstance {
     }
     // A copy that failed stays loaded (pinned above, see the hazards).
     if (this.sampleRate <= 0) throw new Error(`espeak-ng: espeak_Initialize returned ${this.sampleRate}`)
-    awaitParkedThread(threadsBefore, segmentStart, segmentEnd)
+    awaitParkedThread(threadsBefore, segmentAt, segmentEnd)
     const callback = b.koffi.register((wav: unknown, count: number, events: unknown) => this.onBlock(wav, count, events), b.callbackType)
     setCallback(callback)
     this.setVoice = setVoice
-    this.segmentAt = writableStart > segmentStart ? writableStart : segmentStart
-    this.snapshot = new Uint8Array(Number(segmentEnd - this.segmentAt))
+    this.segmentAt = segmentAt
+    this.snapshot = new Uint8Array(Number(segmentEnd - segmentAt))
     this.voiceIdentifiers = this.listVoices()
-    // Patched slots must lie where rewinds restore them and writes are allowed: a build linked
-    // with -z now keeps its GOT read-only after relocation (RELRO), where a patch would crash.
-    for (const name of [...ALLOCATOR_SLOTS, "rand"]) {
-      const at = base + (b.slots.get(name) ?? -1n)
-      if (at < this.segmentAt || at + 8n > segmentEnd) throw new Error(`espeak-ng: ${name}'s .got.plt slot is outside the rewound writable memory`)
-    }
     // From here on the copy allocates through the tracker (after the idle thread parked: its
     // callbacks must run on this thread only).
     this.heap = new EpochHeap(b.koffi, base, b.slots)

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { readdirSync, readFileSync } from "node:fs"
+import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, writeSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import koffi from "koffi"
@@ -49,8 +49,8 @@ t.test("worker threads speaking at once get the main thread's samples (private c
 })
 
 t.test("copies outlive the worker threads that made them; espeak's idle threads block signals", async (t) => {
-  // Each copy's in-memory file (/memfd:speech-espeak-N) is mapped at file offset 0 once.
-  const copiesMapped = () => readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => / 00000000 .*\/memfd:speech-espeak-\d+ /.test(l)).length
+  // Each copy's in-memory file (/memfd:speech-espeak-<thread>-<n>) is mapped at file offset 0 once.
+  const copiesMapped = () => readFileSync("/proc/self/maps", "utf8").split("\n").filter((l) => / 00000000 .*\/memfd:speech-espeak-\d+-\d+ /.test(l)).length
   const before = copiesMapped()
   const worker = new Worker(new URL("../../fixtures/espeakNativeWorker.mjs", import.meta.url), {
     workerData: { voices: ["et"], rounds: 1, text: "Tere.", espeakLock: espeakLockBuffer }
@@ -194,9 +194,33 @@ t.test("the private rand(): glibc's range, a fixed sequence from a seed", async 
   const mean = first.reduce((a, b) => a + b, 0) / first.length / 0x7fffffff
   t.ok(Math.abs(mean - 0.5) < 0.05, `mean ${mean.toFixed(3)} of the range`)
   t.equal(randCode(0n).length, 48)
+  // The generator is state = state × 6364136223846793005 + 1442695040888963407 (mod 2^64), out = state >> 33.
+  let state = 1n
+  const reference = Array.from({ length: 1000 }, () => {
+    state = (state * 6364136223846793005n + 1442695040888963407n) & 0xffffffffffffffffn
+    return Number(state >> 33n)
+  })
+  t.same(first, reference, "the MMIX sequence, bit for bit")
 })
 
-t.test("noisy language files count too: Latvian's breath, beside other threads", async (t) => {
+t.test("copies are sealed: their in-memory files cannot be written through /proc", async (t) => {
+  const fds = readdirSync("/proc/self/fd").filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`).startsWith("/memfd:speech-espeak-")
+    } catch {
+      return false
+    }
+  })
+  t.ok(fds.length > 0, `${fds.length} copies open`)
+  const writable = openSync(`/proc/self/fd/${fds[0]}`, "r+")
+  try {
+    t.throws(() => writeSync(writable, Buffer.from([0x90]), 0, 1, 0), { code: "EPERM" }, "a write is refused")
+  } finally {
+    closeSync(writable)
+  }
+})
+
+t.test("noisy language files count too: Latvian's breath and Storm's zeros give the same bytes on every call", async (t) => {
   // lang/bat/lv has a breath line; with libc's rand unseeded it gave a new hash on every call.
   const first = hashOf("lv")
   for (let i = 0; i < 3; i++) t.equal(hashOf("lv"), first, `call ${i + 2}`)
