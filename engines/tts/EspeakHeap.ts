@@ -22,43 +22,6 @@
  */
 import type Koffi from "koffi"
 
-/** The R_X86_64_JUMP_SLOT relocations of a 64-bit little-endian ELF file: symbol → GOT offset. */
-export const jumpSlots = (elf: Uint8Array): Map<string, bigint> => {
-  const view = new DataView(elf.buffer, elf.byteOffset, elf.byteLength)
-  const shoff = Number(view.getBigUint64(0x28, true))
-  const shentsize = view.getUint16(0x3a, true)
-  const shnum = view.getUint16(0x3c, true)
-  const section = (i: number) => {
-    const o = shoff + i * shentsize
-    return {
-      type: view.getUint32(o + 4, true),
-      offset: Number(view.getBigUint64(o + 24, true)),
-      size: Number(view.getBigUint64(o + 32, true)),
-      link: view.getUint32(o + 40, true),
-      entsize: Number(view.getBigUint64(o + 56, true))
-    }
-  }
-  const SHT_RELA = 4
-  const R_X86_64_JUMP_SLOT = 7
-  const slots = new Map<string, bigint>()
-  const utf8 = new TextDecoder()
-  for (let i = 0; i < shnum; i++) {
-    const rela = section(i)
-    if (rela.type !== SHT_RELA || rela.entsize !== 24) continue
-    const symtab = section(rela.link)
-    const strtab = section(symtab.link)
-    for (let o = rela.offset; o < rela.offset + rela.size; o += 24) {
-      const info = view.getBigUint64(o + 8, true)
-      if (Number(info & 0xffffffffn) !== R_X86_64_JUMP_SLOT) continue
-      const nameAt = strtab.offset + view.getUint32(symtab.offset + Number(info >> 32n) * symtab.entsize, true)
-      let end = nameAt
-      while (elf[end] !== 0) end++
-      slots.set(utf8.decode(elf.subarray(nameAt, end)), view.getBigUint64(o, true))
-    }
-  }
-  return slots
-}
-
 interface Libc {
   readonly malloc: (size: number) => number
   readonly calloc: (count: number, size: number) => number

@@ -43,7 +43,8 @@ import { threadId } from "node:worker_threads"
 import type Koffi from "koffi"
 import type { LibraryHandle, TypeObject } from "koffi"
 import { requireKoffi } from "../Koffi.ts"
-import { ALLOCATOR_SLOTS, EpochHeap, jumpSlots } from "./EspeakHeap.ts"
+import { jumpSlots, writableSegment } from "./Elf.ts"
+import { ALLOCATOR_SLOTS, EpochHeap } from "./EspeakHeap.ts"
 import { PrivateRand } from "./EspeakRand.ts"
 
 export const LIBESPEAK_PATH = "/usr/lib/x86_64-linux-gnu/libespeak-ng.so.1"
@@ -108,26 +109,6 @@ interface Bindings {
 }
 
 let bindings: Bindings | undefined
-
-/** Reads the writable loadable segment from a 64-bit little-endian ELF file's program headers. */
-export const writableSegment = (elf: Uint8Array): { vaddr: bigint; memsz: bigint } => {
-  const view = new DataView(elf.buffer, elf.byteOffset, elf.byteLength)
-  if (view.getUint32(0) !== 0x7f454c46 || elf[4] !== 2 || elf[5] !== 1) throw new Error("not a 64-bit little-endian ELF file")
-  const phoff = Number(view.getBigUint64(0x20, true))
-  const phentsize = view.getUint16(0x36, true)
-  const phnum = view.getUint16(0x38, true)
-  const found: Array<{ vaddr: bigint; memsz: bigint }> = []
-  for (let i = 0; i < phnum; i++) {
-    const o = phoff + i * phentsize
-    const PT_LOAD = 1
-    const PF_W = 2
-    if (view.getUint32(o, true) === PT_LOAD && (view.getUint32(o + 4, true) & PF_W) !== 0) {
-      found.push({ vaddr: view.getBigUint64(o + 16, true), memsz: view.getBigUint64(o + 40, true) })
-    }
-  }
-  if (found.length !== 1) throw new Error(`expected one writable PT_LOAD segment, found ${found.length}`)
-  return found[0]!
-}
 
 const bind = (): Bindings => {
   if (bindings !== undefined) return bindings
