@@ -140,7 +140,7 @@ export class EspeakNative {
     let total = 0
     const rate = Math.round(clamp(params.rateWpm, ESPEAK_RATE_MIN_WPM, this.maxRateOf(voiceId)))
     const pitch = Math.round(clamp(params.pitch, 0, 100))
-    const speak = () =>
+    try {
       instance.speak(bytes, rate, pitch, (samples, raw) => {
         // Events first: those of a block that stops the synthesis are kept, as in the wasm build.
         for (const e of raw) {
@@ -155,8 +155,6 @@ export class EspeakNative {
         }
         return onBlock(samples)
       })
-    try {
-      speak()
     } catch (cause) {
       throw new TtsError("EngineFailed", "espeak-ng synthesis failed", { cause })
     }
