@@ -245,9 +245,11 @@ export const runSegments = <E, R>(
   })
 
 /**
- * The whole response at once (endpoint 4). The body is assembled in one allocation (header, then
- * each segment encoded in place): at a few hundred KB per response, extra whole-body copies
- * showed up as a tenth of the main thread's time in garbage collection under load.
+ * The whole response at once (endpoint 4), as parts that go out one after another under one
+ * Content-Length: the header, then each segment's encoded audio (a view of the PCM the worker
+ * transferred, for s16le on a little-endian host). Joining them into one body doubled the
+ * ArrayBuffer bytes the main thread allocates per response; V8 counts those against the old
+ * generation's limit, and under load that alone ran a full mark-compact every ~7 MB of audio.
  */
 export const synthesizeWhole = (speech: PreparedSpeech, ahead: number) =>
   Effect.gen(function*() {
@@ -261,18 +263,20 @@ export const synthesizeWhole = (speech: PreparedSpeech, ahead: number) =>
         })
     })
     const bytesPerSample = speech.format.container === "ulaw" ? 1 : 2
-    const header = speech.format.container === "wav"
-      ? wavHeader({ sampleRate: speech.format.sampleRate, dataBytes: samples * bytesPerSample })
-      : new Uint8Array(0)
-    const bytes = new Uint8Array(header.byteLength + samples * bytesPerSample)
-    bytes.set(header)
-    let at = header.byteLength
-    for (const audio of audios) {
-      const encoded = encodeBody(speech.format, audio.output.pcm)
-      bytes.set(encoded, at)
-      at += encoded.byteLength
+    const parts: Array<Uint8Array> = speech.format.container === "wav"
+      ? [wavHeader({ sampleRate: speech.format.sampleRate, dataBytes: samples * bytesPerSample })]
+      : []
+    for (const audio of audios) parts.push(encodeBody(speech.format, audio.output.pcm))
+    const synthesizer = yield* Synthesizer
+    return {
+      parts,
+      audios,
+      durationMs: (samples * 1000) / speech.format.sampleRate,
+      /** Once `parts` are written out: the segments' PCM goes back to the workers (Synthesizer.recycle). */
+      release: () => {
+        for (const audio of audios) synthesizer.recycle(audio.output.pcm)
+      }
     }
-    return { bytes, audios, durationMs: (samples * 1000) / speech.format.sampleRate }
   })
 
 /** Streaming WAV header: lengths unknown, 0xFFFFFFFF placeholders (SPEC 4.1 rule 2). */

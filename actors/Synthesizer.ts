@@ -93,6 +93,12 @@ export class Synthesizer extends Context.Service<Synthesizer, {
   readonly preview: (voiceId: string, userId?: string | null) => Effect.Effect<VoicePreview, SpeechError | EngineError | VoiceClonesError | SqlError>
   /** Forgets a clone's cached preview (the clone was edited or deleted). */
   readonly dropPreview: (voiceId: string) => Effect.Effect<void>
+  /**
+   * PCM from `synthesize` / `synthesizeStream` whose bytes are written out goes back to the
+   * workers for their next outputs (engines/SpareBuffers.ts). Hazard: every view of its buffer
+   * reads as empty afterwards; call it only where nothing else holds the PCM.
+   */
+  readonly recycle: (pcm: Int16Array) => void
 }>()("speech/actors/Synthesizer") {}
 
 /** Pool tasks started by `synthesize` / `synthesizeExpressive` (what tests count to see caching work). */
@@ -200,7 +206,7 @@ export const SynthesizerLive = (options: { readonly piperDirectory?: string | un
         return { wav, shared: true }
       })
       const dropPreview = (voiceId: string) => Effect.sync(() => clonePreviews.drop(voiceId))
-      return { voices, findVoice, resolveVoice, synthesize, synthesizeStream, synthesizeExpressive, preview, dropPreview }
+      return { voices, findVoice, resolveVoice, synthesize, synthesizeStream, synthesizeExpressive, preview, dropPreview, recycle: tts.recycle }
     })
   )
 

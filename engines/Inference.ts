@@ -31,6 +31,11 @@ export interface RunOptions {
    * call: they are detached once the task is dispatched, which may be later if it waits.
    */
   readonly transfer?: ReadonlyArray<ArrayBuffer>
+  /**
+   * The task writes its audio output through engines/SpareBuffers.ts: buffers given to `recycle`
+   * go to its thread with it.
+   */
+  readonly spares?: boolean
 }
 
 /**
@@ -88,4 +93,11 @@ export class Inference extends Context.Service<Inference, {
   /** Readiness ("can serve"), not load: a busy pool is ready while it makes progress. */
   readonly ready: Effect.Effect<void, EngineError>
   readonly stats: () => PoolStats
+  /**
+   * Gives back the buffer of a task's output once nothing reads it any more (its bytes are on
+   * the socket): it goes to a worker with a later `spares` task and is detached here
+   * (engines/SpareBuffers.ts says why). Hazard: every view of it reads as empty from then on.
+   * Buffers below SPARE_MIN_BYTES, shared ones and those beyond the pool's cap are ignored.
+   */
+  readonly recycle: (buffer: ArrayBufferLike) => void
 }>()("speech/engines/Inference") {}

@@ -10,6 +10,7 @@
  */
 import { parentPort, threadId } from "node:worker_threads"
 import { trimNativeHeap } from "./NativeHeap.ts"
+import { addSpares } from "./SpareBuffers.ts"
 
 /** What a handler may know about where it runs. */
 export interface TaskContext {
@@ -93,6 +94,8 @@ export interface TaskRequest {
   readonly stream?: number
   /** Streaming tasks only: an Int32Array over shared memory; element 0 becomes 1 on cancel. */
   readonly cancel?: Int32Array
+  /** Output buffers the main thread is done with, moved here for reuse (engines/SpareBuffers.ts). */
+  readonly spares?: ReadonlyArray<ArrayBuffer>
 }
 
 /** What a streaming task posts on the worker's port. */
@@ -147,6 +150,7 @@ export const serveTasks = (registry: TaskRegistry) => async (request: TaskReques
     }
   }
   const { stream, cancel } = request
+  if (request.spares !== undefined) addSpares(request.spares)
   const port = stream === undefined ? undefined : parentPort!
   const ctx: TaskContext = {
     kind: request.kind,

@@ -64,7 +64,13 @@ export type Reply<R = never> =
     readonly _tag: "Full"
     readonly status: number
     readonly headers: Readonly<Record<string, string>>
-    readonly body: string | Uint8Array
+    /** Parts are sent one after another under the Content-Length of all of them, never joined. */
+    readonly body: string | Uint8Array | ReadonlyArray<Uint8Array>
+    /**
+     * Called once the whole body is in uWS's hands (its buffers may then be reused); not called
+     * when the client went away first.
+     */
+    readonly onSent?: () => void
   }
   | {
     readonly _tag: "Stream"
@@ -81,11 +87,12 @@ export const Reply = {
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(value)
   }),
-  bytes: (status: number, body: Uint8Array | string, headers: Record<string, string>): Reply => ({
+  bytes: (status: number, body: Uint8Array | string | ReadonlyArray<Uint8Array>, headers: Record<string, string>, onSent?: () => void): Reply => ({
     _tag: "Full",
     status,
     headers,
-    body
+    body,
+    ...(onSent !== undefined ? { onSent } : {})
   }),
   stream: <R>(status: number, headers: Record<string, string>, write: (w: ResponseWriter) => Effect.Effect<void, unknown, R>): Reply<R> => ({
     _tag: "Stream",

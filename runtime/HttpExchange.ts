@@ -244,11 +244,27 @@ export const sendError = (x: Exchange, error: ApiError, closeConnection: boolean
   deliver(x, error.status, headers, errorBody(error), closeConnection)
 }
 
+type Body = string | Uint8Array | ReadonlyArray<Uint8Array>
+
+const bodyLength = (body: Body): number =>
+  typeof body === "string"
+    ? Buffer.byteLength(body)
+    : body instanceof Uint8Array
+    ? body.byteLength
+    : body.reduce((n, part) => n + part.byteLength, 0)
+
 /**
  * Writes a whole reply. HEAD gets the head alone, with the Content-Length GET would have: a
  * body there would be read as the start of the next response.
  */
-const deliver = (x: Exchange, status: number, headers: Readonly<Record<string, string>>, body: string | Uint8Array, closeConnection: boolean) => {
+const deliver = (
+  x: Exchange,
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  body: Body,
+  closeConnection: boolean,
+  onSent?: () => void
+) => {
   if (x.aborted) return
   const close = !x.keepsConnection() || closeConnection
   const res = x.res
@@ -261,14 +277,52 @@ const deliver = (x: Exchange, status: number, headers: Readonly<Record<string, s
       if (close) {
         res.endWithoutBody(0, true)
       } else {
-        res.writeHeader("Content-Length", String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength))
+        res.writeHeader("Content-Length", String(bodyLength(body)))
         res.endWithoutBody()
       }
-    } else {
+      onSent?.()
+    } else if (typeof body === "string" || body instanceof Uint8Array) {
       res.end(body, close)
+      onSent?.()
+    } else if (close) {
+      // tryEnd cannot ask for the connection to close; closing answers are rare (draining).
+      res.end(Buffer.concat(body), true)
+      onSent?.()
+    } else {
+      endParts(res, body, bodyLength(body), onSent)
     }
   })
   x.headSent = true
+}
+
+/**
+ * Sends body parts with tryEnd under their total length. tryEnd writes what the socket takes
+ * and keeps nothing (unlike end and write, which buffer the rest in uWS), so on backpressure the
+ * parts are held here and the rest is written from uWS's write offset when the socket drains.
+ * A client that stops reading is dropped by uWS's idle timeout, which fires onAborted.
+ */
+const endParts = (res: uWS.HttpResponse, parts: ReadonlyArray<Uint8Array>, total: number, onSent: (() => void) | undefined): void => {
+  if (total === 0) {
+    res.end()
+    return onSent?.()
+  }
+  const writeFrom = (offset: number): boolean => {
+    let at = 0
+    for (const part of parts) {
+      const next = at + part.byteLength
+      if (next > offset && part.byteLength > 0) {
+        const [ok, done] = res.tryEnd(offset > at ? part.subarray(offset - at) : part, total)
+        if (done) {
+          onSent?.()
+          return true
+        }
+        if (!ok) return false
+      }
+      at = next
+    }
+    return true
+  }
+  if (!writeFrom(0)) res.onWritable((offset) => writeFrom(offset))
 }
 
 /**
@@ -283,7 +337,7 @@ export const discardLimitBytes = 128 * 1024 * 1024
 
 /** Writes a whole reply at once; returns its status. */
 export const sendFull = (exchange: Exchange, reply: Extract<Reply, { _tag: "Full" }>): number => {
-  deliver(exchange, reply.status, reply.headers, reply.body, false)
+  deliver(exchange, reply.status, reply.headers, reply.body, false, reply.onSent)
   return reply.status
 }
 

@@ -121,9 +121,11 @@ export const makeHttpServer = <R>(options: HttpServerOptions<R>) =>
       }
       // A handler that is already a successful whole reply (the model list, health) is answered
       // here, without a fiber: the cheapest path for what load balancers and SDKs poll most.
+      // Not a body in parts: under backpressure it is still being written when this callback
+      // returns, and uWS aborts the process when that happens with no abort handler attached.
       if (Exit.isExit(handled) && Exit.isSuccess(handled)) {
         const reply = handled.value as Reply<unknown>
-        if (reply._tag === "Full") {
+        if (reply._tag === "Full" && !Array.isArray(reply.body)) {
           x.finish(sendFull(x, reply))
           return
         }

@@ -17,7 +17,15 @@ import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
 import { isStreamMessage, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
+import { SPARE_MIN_BYTES, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
+
+/**
+ * Spares sent with one task: a streamed sentence uses one output per 0.5 s piece, a whole
+ * segment one; more than a task can use would pile up in that worker, which keeps up to its own
+ * cap and lets the garbage collector have the rest.
+ */
+const SPARES_PER_TASK = 4
 
 export interface WorkerPoolOptions {
   /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */
@@ -43,6 +51,7 @@ export interface WorkerPoolService {
   readonly ping: Inference["Service"]["ping"]
   readonly ready: Inference["Service"]["ready"]
   readonly stats: () => PoolStats
+  readonly recycle: Inference["Service"]["recycle"]
 }
 
 export const WorkerPool = {
@@ -154,6 +163,22 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
     if (isStreamMessage(message)) streams.get(message.stream)?.(message)
   })
 
+  // Output buffers given back by callers, on their way to a worker (engines/SpareBuffers.ts).
+  const spares: Array<ArrayBuffer> = []
+  let sparesBytes = 0
+  const recycle = (buffer: ArrayBufferLike) => {
+    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength < SPARE_MIN_BYTES) return
+    if (sparesBytes + buffer.byteLength > SPARES_HELD_BYTES || spares.includes(buffer)) return
+    spares.push(buffer)
+    sparesBytes += buffer.byteLength
+  }
+  /** Up to SPARES_PER_TASK spares, still attached (a buffer already sent elsewhere has byteLength 0). */
+  const takeSpares = (): Array<ArrayBuffer> => {
+    const taken = spares.splice(0, SPARES_PER_TASK).filter((b) => b.byteLength > 0)
+    sparesBytes = spares.reduce((n, b) => n + b.byteLength, 0)
+    return taken
+  }
+
   const pump = () => {
     while (!closed && running < options.workers && lanes.size > 0) lanes.shift()!.start()
   }
@@ -201,8 +226,10 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
       const task: Waiting = {
         start: () => {
           running++
-          const request: TaskRequest = stream === undefined ? { kind, input } : { kind, input, stream, cancel: cancel! }
-          const transferList = runOptions?.transfer ?? []
+          const given = runOptions?.spares === true && spares.length > 0 ? takeSpares() : []
+          const base: TaskRequest = stream === undefined ? { kind, input } : { kind, input, stream, cancel: cancel! }
+          const request: TaskRequest = given.length > 0 ? { ...base, spares: given } : base
+          const transferList = given.length > 0 ? [...(runOptions?.transfer ?? []), ...given] : runOptions?.transfer ?? []
           // No AbortSignal for piscina: aborting a running task makes it terminate the thread,
           // and a thread terminated inside native inference (onnxruntime's session.run) aborts
           // the whole process (`terminate called after throwing an instance of 'Napi::Error'`).
@@ -280,6 +307,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
     stream,
     ping,
     ready,
+    recycle,
     stats: () => ({
       threads: piscina.threads.length,
       // piscina holds a task only briefly, while a replacement thread starts.

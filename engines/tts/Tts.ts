@@ -37,6 +37,11 @@ export class Tts extends Context.Service<Tts, {
   readonly synthesizeExpressive: (input: ExpressiveInput, options: TtsOptions) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
   /** A voice clone's plan over its base voice. */
   readonly synthesizeClone: (input: CloneSynthesizeInput, options: TtsOptions) => Effect.Effect<SynthesizeOutput, SpeechError | EngineError>
+  /**
+   * Gives back PCM a synthesis returned once its bytes are written out (`Inference.recycle`):
+   * every view of its buffer reads as empty afterwards.
+   */
+  readonly recycle: (pcm: Int16Array) => void
 }>()("speech/engines/Tts") {}
 
 const makePoolTts = Effect.gen(function*() {
@@ -44,14 +49,15 @@ const makePoolTts = Effect.gen(function*() {
   return Tts.of({
     // The task answers with the whole output when run, with a summary when streamed.
     synthesize: (input, options) =>
-      pool.run("tts.synthesize", input, { priority: options.priority }).pipe(Effect.map((o) => o as SynthesizeOutput), Effect.mapError(fromEngine)),
+      pool.run("tts.synthesize", input, { priority: options.priority, spares: true }).pipe(Effect.map((o) => o as SynthesizeOutput), Effect.mapError(fromEngine)),
     synthesizeStream: (input, options, onBlock) =>
-      pool.stream("tts.synthesize", input, (piece) => onBlock((piece as PcmBlock).pcm), { priority: options.priority }).pipe(
+      pool.stream("tts.synthesize", input, (piece) => onBlock((piece as PcmBlock).pcm), { priority: options.priority, spares: true }).pipe(
         Effect.map((o) => o as SynthesizeSummary),
         Effect.mapError(fromEngine)
       ),
     synthesizeExpressive: (input, options) => pool.run("tts.expressive", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine)),
-    synthesizeClone: (input, options) => pool.run("clone.synthesize", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine))
+    synthesizeClone: (input, options) => pool.run("clone.synthesize", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine)),
+    recycle: (pcm) => pool.recycle(pcm.buffer)
   })
 })
 

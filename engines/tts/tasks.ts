@@ -9,8 +9,8 @@
  * stops at the engine's next block once the caller has gone. Both forms run the same blocks through the same resampler, so the
  * streamed bytes equal the whole ones. Engines load lazily, once per worker thread, and stay.
  */
-import { joinBlocks } from "../audio/Pcm.ts"
 import { PcmBlocks } from "../audio/PcmBlocks.ts"
+import { joinIntoOutput } from "../SpareBuffers.ts"
 import { defineTasks, perThread, type TaskContext, TaskError, transfer } from "../tasks.ts"
 import { EspeakTts } from "./EspeakTts.ts"
 import { FliteTts } from "./FliteTts.ts"
@@ -100,7 +100,7 @@ class Pieces {
   }
   flush(): void {
     if (this.count === 0) return
-    const pcm = joinBlocks(this.pending)
+    const pcm = joinIntoOutput(this.pending)
     this.pending = []
     this.count = 0
     this.out(pcm)
@@ -141,7 +141,7 @@ export const ttsTasks = defineTasks({
     }
     const summary: SynthesizeSummary = { sampleRate: input.sampleRate, samples: blocks.samples, engineSampleRate, words, engineMs: performance.now() - started }
     if (emit !== undefined) return summary
-    const pcm = joinBlocks(whole)
+    const pcm = joinIntoOutput(whole)
     const { samples: _, ...rest } = summary
     return transfer({ ...rest, pcm } satisfies SynthesizeOutput, [pcm.buffer as ArrayBuffer])
   }

@@ -114,7 +114,7 @@ export const registerTools = (server: McpServer, options: ToolOptions) => {
     }))
     return {
       content: [
-        { type: "audio", data: Buffer.from(result.bytes).toString("base64"), mimeType: "audio/wav" },
+        { type: "audio", data: Buffer.concat(result.parts).toString("base64"), mimeType: "audio/wav" },
         { type: "text", text: `${(result.durationMs / 1000).toFixed(2)} s of speech (WAV, 24 kHz)` }
       ]
     }

@@ -13,7 +13,7 @@ import {
   streamingHeader,
   synthesizeWhole
 } from "../../actors/SpeechRequest.ts"
-import { requestedLanguage, type Synthesizer } from "../../actors/Synthesizer.ts"
+import { requestedLanguage, Synthesizer } from "../../actors/Synthesizer.ts"
 import type { Credits } from "../../storage/Credits.ts"
 import { decodeJsonBody, decodeQuery } from "../decode.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
@@ -81,10 +81,10 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
         Effect.gen(function*() {
           const speech = yield* prepare(ctx, false)
           const result = yield* synthesizeWhole(speech, options.ahead)
-          return Reply.bytes(200, result.bytes, {
+          return Reply.bytes(200, result.parts, {
             ...audioHeaders(speech.format.contentType, speech.format.sampleRate),
             "x-audio-duration-ms": String(Math.round(result.durationMs))
-          })
+          }, result.release)
         })
     },
     {
@@ -109,6 +109,7 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             "x-streaming-mode": mode
           }
           if (mode === "sentence") headers["x-sentence-count"] = String(speech.segments.length)
+          const synthesizer = yield* Synthesizer
           return Reply.stream(200, headers, (writer) =>
             Effect.suspend(() => {
               let first = true
@@ -119,7 +120,9 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
                   // audio still answers with a normal error status (SPEC 4.1 rule 3).
                   const bytes = first ? concatBytes(streamingHeader(speech.format), audio) : audio
                   first = false
-                  return writer.write(bytes)
+                  // uWS has copied or queued the bytes once the write returns: the block's buffer
+                  // can go back to the workers.
+                  return Effect.map(writer.write(bytes), () => synthesizer.recycle(pcm))
                 }
               })
             }))
@@ -143,7 +146,7 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             a.output.words.map((w) => shiftWord(w, a.segment.charStart, a.offsetMs))
           )
           const alignment = characterAlignment(speech.text, words, result.durationMs)
-          return Reply.json(200, { audio_base64: Buffer.from(result.bytes).toString("base64"), alignment, normalized_alignment: alignment }, {
+          return Reply.json(200, { audio_base64: Buffer.concat(result.parts).toString("base64"), alignment, normalized_alignment: alignment }, {
             "x-audio-sample-rate": String(speech.format.sampleRate),
             "x-audio-duration-ms": String(Math.round(result.durationMs))
           })

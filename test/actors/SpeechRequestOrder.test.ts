@@ -30,7 +30,8 @@ const run = (covers: boolean, blocks = true, onAudio: (index: number) => void = 
     const synthesizer = {
       synthesizeStream: (request: { text: string }, onBlock: (pcm: Int16Array) => void) =>
         scripted(request, (pcm) => (onBlock(pcm), { samples: pcm.length, sampleRate: 24000, words: [] })),
-      synthesize: (request: { text: string }) => scripted(request, (pcm) => ({ pcm, sampleRate: 24000, words: [] }))
+      synthesize: (request: { text: string }) => scripted(request, (pcm) => ({ pcm, sampleRate: 24000, words: [] })),
+      recycle: () => {}
     }
     const credits = {
       covers: () => covers,

@@ -575,7 +575,9 @@ t.test("streamed synthesis that fails on segment 1 or on a later segment", async
     synthesizeStream: (request, onBlock) => asOneBlock(fakeSynthesize(request), onBlock),
     synthesizeExpressive: () => Effect.fail(new SpeechError({ reason: "EngineUnavailable", message: "the fake engine has no expressive path" })),
     preview: () => Effect.die("no previews in this test"),
-    dropPreview: () => Effect.void
+    dropPreview: () => Effect.void,
+    // Detaches, as the pool's recycle does: PCM read after it was given back would come out empty.
+    recycle: (pcm) => void structuredClone(pcm.buffer, { transfer: [pcm.buffer as ArrayBuffer] })
   })
   const scope = Effect.runSync(Scope.make())
   t.teardown(() => Effect.runPromise(Scope.close(scope, Exit.void)))

@@ -24,7 +24,20 @@ const uploadRead = Effect.runSync(Deferred.make<number>())
 const uploadInterrupted = Effect.runSync(Deferred.make<void>())
 const uploadBytes = 4 * 1024 * 1024
 
+/** The parts route's body: three parts (16 MB in all) of distinct bytes, one of them empty. */
+const bodyParts = [
+  Uint8Array.from({ length: 5_000_000 }, (_, i) => (i * 7) & 255),
+  new Uint8Array(0),
+  Uint8Array.from({ length: 11_000_001 }, (_, i) => (i * 13 + 5) & 255)
+]
+const partsTotal = bodyParts.reduce((n, p) => n + p.byteLength, 0)
+let partsSent = 0
+
 const routes: Array<Route<never>> = [
+  {
+    method: "GET", path: "/parts", auth: "none", operationId: "parts", summary: "", tags: [], responses: {},
+    handler: () => Effect.succeed(Reply.bytes(200, bodyParts, { "content-type": "application/octet-stream" }, () => void partsSent++))
+  },
   {
     method: "GET", path: "/whoami", auth: "key", operationId: "whoami", summary: "", tags: [], responses: {},
     handler: (ctx) => Effect.succeed(Reply.json(200, { userId: ctx.principal?.userId }))
@@ -254,6 +267,61 @@ t.test("streamed replies: full, failing before the first chunk, failing mid-stre
   t.ok(failed, "the body read ends in an error (connection closed)")
   t.ok(received.length <= 2000 && received.length >= 1000, `got ${received.length} bytes of 2000 sent`)
   t.notOk(received.includes(3), "no bytes of the failed segment")
+})
+
+/** One raw HTTP/1.1 exchange; `pauseMs` stops reading after each chunk, to hold the server back. */
+const rawGet = (path: string, options: { method?: string; pauseMs?: number; hangUpAfterBytes?: number } = {}) =>
+  new Promise<{ head: string; body: Buffer; chunks: number }>((resolve, reject) => {
+    const socket = net.connect(server.port, "127.0.0.1")
+    const chunks: Array<Buffer> = []
+    let received = 0
+    socket.on("data", (d) => {
+      chunks.push(d)
+      received += d.length
+      if (options.hangUpAfterBytes !== undefined && received >= options.hangUpAfterBytes) return void socket.destroy()
+      if (options.pauseMs !== undefined && chunks.length < 20) {
+        socket.pause()
+        setTimeout(() => socket.resume(), options.pauseMs)
+      }
+      const all = Buffer.concat(chunks)
+      const end = all.indexOf("\r\n\r\n")
+      if (end < 0) return
+      const head = all.subarray(0, end).toString()
+      const length = Number(/content-length: (\d+)/i.exec(head)?.[1] ?? 0)
+      const body = all.subarray(end + 4)
+      if (options.method === "HEAD" || body.length >= length) {
+        socket.end()
+        resolve({ head, body, chunks: chunks.length })
+      }
+    })
+    socket.on("close", () => resolve({ head: "", body: Buffer.alloc(0), chunks: chunks.length }))
+    socket.on("error", reject)
+    socket.write(`${options.method ?? "GET"} ${path} HTTP/1.1\r\nHost: x\r\n\r\n`)
+  })
+
+t.test("a reply in parts goes out whole under one Content-Length, to a slow reader too; its buffers are released once", async (t) => {
+  const expected = Buffer.concat(bodyParts)
+  const before = partsSent
+  for (const pauseMs of [undefined, 40]) {
+    const { head, body, chunks } = await rawGet("/parts", pauseMs === undefined ? {} : { pauseMs })
+    t.match(head, new RegExp(`content-length: ${partsTotal}`, "i"), "the total length, not chunked")
+    t.notMatch(head, /transfer-encoding/i)
+    t.equal(body.length, partsTotal)
+    t.ok(body.equals(expected), `the bytes in order (${chunks} reads${pauseMs === undefined ? "" : `, pausing ${pauseMs} ms`})`)
+  }
+  t.equal(partsSent, before + 2, "onSent ran once per reply")
+  const head = await rawGet("/parts", { method: "HEAD" })
+  t.match(head.head, new RegExp(`content-length: ${partsTotal}`, "i"), "HEAD reports the length GET would have")
+  t.equal(head.body.length, 0)
+  t.equal(partsSent, before + 3)
+})
+
+t.test("a reader that hangs up halfway through a reply in parts: no release, and the server answers on", async (t) => {
+  const before = partsSent
+  await rawGet("/parts", { hangUpAfterBytes: 1_000_000 })
+  const res = await fetch(`${base}/whoami`, { headers: { "xi-api-key": user.apiKey } })
+  t.equal(res.status, 200)
+  t.equal(partsSent, before, "the buffers were not handed on as sent")
 })
 
 t.test("error table: every row maps to its status and code", async (t) => {

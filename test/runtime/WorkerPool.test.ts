@@ -101,6 +101,31 @@ t.test("buffers move both ways instead of being copied", (t) =>
       }
     })))
 
+t.test("recycled output buffers go to the worker with the next task that takes spares, and are reused there", (t) =>
+  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
+    Effect.gen(function*() {
+      type Output = { pcm: Int16Array; capacity: number; spares: { count: number; bytes: number } }
+      const first = yield* safely("first output", pool.run<Output>("test.output", { samples: 40_000, fill: 7 }))
+      t.equal(first.pcm.length, 40_000)
+      t.equal(first.capacity, 128 * 1024, "an output above the spare minimum is rounded up to the 64 KiB granule")
+      // Given back: ignored unless the buffer is worth reusing and is not shared or a duplicate.
+      pool.recycle(first.pcm.buffer)
+      pool.recycle(first.pcm.buffer)
+      pool.recycle(new ArrayBuffer(1024))
+      pool.recycle(new SharedArrayBuffer(1 << 20))
+      const noSpares = yield* safely("held", pool.run<{ count: number }>("test.sparesHeld", null))
+      t.equal(noSpares.count, 0, "a task that does not take spares gets none")
+      t.equal(first.pcm.buffer.byteLength, 128 * 1024, "still attached here until a spares task is dispatched")
+      const second = yield* safely("second output", pool.run<Output>("test.output", { samples: 30_000, fill: 9 }, { spares: true }))
+      t.equal(first.pcm.buffer.byteLength, 0, "the recycled buffer was moved to the worker (detached here)")
+      t.equal(second.capacity, 128 * 1024, "the worker wrote its next output into the spare")
+      t.equal(second.spares.count, 0, "which it no longer holds")
+      t.ok(second.pcm.every((v) => v === 9), "the output holds the new samples only")
+      t.equal(second.pcm.length, 30_000, "a view of the samples, not of the whole spare")
+      const small = yield* safely("small output", pool.run<Output>("test.output", { samples: 100, fill: 1 }))
+      t.equal(small.capacity, 200, "small outputs are exact")
+    })))
+
 t.test("a full queue fails fast with QueueFull", (t) =>
   withPool({ workers: 1, maxQueue: 2 }, (pool) =>
     Effect.gen(function*() {

@@ -67,7 +67,8 @@ export const withRecordingSession = <A>(options: RecordingSessionOptions, body: 
     synthesizeStream: options.synthesizeStream,
     synthesizeExpressive: notHere,
     preview: () => Effect.die("no previews in this test"),
-    dropPreview: () => Effect.void
+    dropPreview: () => Effect.void,
+    recycle: () => {}
   }))
   const credits = Layer.succeed(Credits, { covers: () => false, ...options.credits } as Credits["Service"])
   return Effect.runPromise(Effect.gen(function*() {

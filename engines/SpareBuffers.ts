@@ -1,0 +1,70 @@
+/**
+ * Audio output buffers that go round between the main thread and the workers instead of being
+ * made anew for every segment.
+ *
+ * Why: a buffer a worker transfers arrives on the main thread as a new ArrayBuffer, and V8
+ * counts its bytes against the old generation's allocation limit until a full mark-compact
+ * finds it dead. Under sync TTS load that ran a mark-compact of the main thread's ~30 MB heap
+ * for every ~10 MB of audio (40-55 a second-core-second, most of it on V8's helper threads).
+ * Transferring the buffer away again detaches it, which takes its bytes off that count at
+ * once. So the main thread hands buffers it has finished with (written to the socket) back with
+ * the next synthesis task (`Inference.recycle`, `RunOptions.spares`), and the worker writes its
+ * next output into one of them.
+ *
+ * This module is the worker's side: the spares it holds, and outputs made from them. Hazard:
+ * an output is a view of `samples` at the start of a spare that may be longer, so its `.buffer`
+ * holds stale samples past the view; read it through the view (byteOffset, byteLength), as
+ * `int16ToBytesLE` does. Outputs below `SPARE_MIN_BYTES` are allocated exactly and never
+ * recycled: not worth a message, and small Node Buffers share pooled memory.
+ */
+
+/** Smallest buffer worth sending round, bytes (~0.35 s of 24 kHz s16). */
+export const SPARE_MIN_BYTES = 16 * 1024
+/** Outputs at or above SPARE_MIN_BYTES are rounded up to this, so that spares fit other outputs. */
+const GRANULE_BYTES = 64 * 1024
+/** Spares one thread keeps at most, bytes; the rest are left to the garbage collector. */
+export const SPARES_HELD_BYTES = 4 * 1024 * 1024
+
+/** Ascending by size. */
+const free: Array<ArrayBuffer> = []
+let heldBytes = 0
+
+/** Takes spares sent with a task; detached or small ones, and any beyond the cap, are dropped. */
+export const addSpares = (buffers: ReadonlyArray<ArrayBuffer>): void => {
+  for (const buffer of buffers) {
+    if (buffer.byteLength < SPARE_MIN_BYTES || heldBytes + buffer.byteLength > SPARES_HELD_BYTES) continue
+    let at = free.length
+    while (at > 0 && free[at - 1]!.byteLength > buffer.byteLength) at--
+    free.splice(at, 0, buffer)
+    heldBytes += buffer.byteLength
+  }
+}
+
+/** Room for `samples` s16 samples: the smallest spare that fits, else a new buffer. */
+export const int16Output = (samples: number): Int16Array => {
+  const bytes = samples * 2
+  if (bytes < SPARE_MIN_BYTES) return new Int16Array(samples)
+  const at = free.findIndex((b) => b.byteLength >= bytes)
+  if (at >= 0) {
+    const [spare] = free.splice(at, 1)
+    heldBytes -= spare!.byteLength
+    return new Int16Array(spare!, 0, samples)
+  }
+  return new Int16Array(new ArrayBuffer(Math.ceil(bytes / GRANULE_BYTES) * GRANULE_BYTES), 0, samples)
+}
+
+/** The blocks copied into one output of their own (see int16Output), ready to transfer. */
+export const joinIntoOutput = (blocks: ReadonlyArray<Int16Array>): Int16Array => {
+  let samples = 0
+  for (const b of blocks) samples += b.length
+  const out = int16Output(samples)
+  let at = 0
+  for (const b of blocks) {
+    out.set(b, at)
+    at += b.length
+  }
+  return out
+}
+
+/** Spares held by this thread now (tests, stats). */
+export const sparesHeld = (): { readonly count: number; readonly bytes: number } => ({ count: free.length, bytes: heldBytes })
