@@ -227,7 +227,11 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             const refusal = <A, E, R>(sent: Effect.Effect<A, E, R>) => sent.pipe(Effect.as(undefined), Effect.catchIf((e): e is Unpaid & E => e instanceof Unpaid, (e) => Effect.succeed(e.failure)))
             const notPaid = yield* refusal(forEachBlock(result.blocks, (pcm) =>
               Effect.gen(function*() {
-                if (held !== undefined) yield* sendPaid({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
+                if (held !== undefined) {
+                  yield* sendPaid({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
+                  // The frame is encoded (base64) once sent: the block's buffer goes back to the workers.
+                  synthesizer.recycle(held)
+                }
                 held = pcm
               })))
             if (notPaid !== undefined) return yield* unpaid(notPaid)
@@ -241,6 +245,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             // A chunk with no audio at all is not charged.
             const lastNotPaid = yield* refusal((held === undefined ? send(frame) : sendPaid(frame)).pipe(Effect.andThen(settleDebit)))
             if (lastNotPaid !== undefined) return yield* unpaid(lastNotPaid)
+            if (held !== undefined) synthesizer.recycle(held)
             yield* Metric.update(audioFramesSent, 1)
             break
           }
