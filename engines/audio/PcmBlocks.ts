@@ -1,11 +1,11 @@
 /**
- * Float blocks at an engine's rate in, s16 blocks at the caller's rate out: the streaming form
+ * Float or s16 blocks at an engine's rate in, s16 blocks at the caller's rate out: the streaming form
  * of `floatToInt16(resample(samples))`. The resampler keeps its state between blocks and its
  * concatenated output equals the one-shot output sample for sample (Resampler.ts), and the s16
  * conversion is per sample, so the blocks of a synthesis add up to exactly the bytes of the
  * same synthesis done whole. Empty output blocks are not passed on.
  */
-import { floatToInt16 } from "./Pcm.ts"
+import { floatToInt16, int16ToFloat } from "./Pcm.ts"
 import { Resampler } from "./Resampler.ts"
 
 export class PcmBlocks {
@@ -17,7 +17,14 @@ export class PcmBlocks {
     this.resampler = inRate === outRate ? undefined : new Resampler(inRate, outRate)
   }
 
-  push(block: Float32Array): void {
+  /** Hazard: an Int16Array block at the output rate is passed on as it is, not copied. */
+  push(block: Float32Array | Int16Array): void {
+    if (block instanceof Int16Array) {
+      if (this.resampler !== undefined) return this.pass(this.resampler.push(int16ToFloat(block)))
+      if (block.length === 0) return
+      this.samples += block.length
+      return this.out(block)
+    }
     this.pass(this.resampler === undefined ? block : this.resampler.push(block))
   }
 

@@ -89,11 +89,11 @@ export class EspeakTts implements TtsEngine {
     return { samples: int16ToFloat(samples), sampleRate: ESPEAK_SAMPLE_RATE, words: this.words(request, events, sampleCount) }
   }
 
-  /** espeak's own blocks (100 ms of audio each), as its synthesis callback delivers them. */
+  /** espeak's own blocks (100 ms of audio each, s16), as its synthesis callback delivers them. */
   async synthesizeBlocks(request: TtsRequest, onBlock: TtsBlockSink): Promise<TtsBlocksResult> {
     let stopped = false
     const { sampleCount, events } = await this.run(request, (block) => {
-      stopped = !onBlock(int16ToFloat(block))
+      stopped = !onBlock(block)
       return !stopped
     })
     const words = stopped ? [] : this.words(request, events, sampleCount)

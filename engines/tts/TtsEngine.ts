@@ -75,8 +75,16 @@ export interface TtsCapabilities {
   readonly timing: TimingKind
 }
 
-/** Takes one block of samples (Float32 mono at the result's rate); false stops the synthesis. */
-export type TtsBlockSink = (samples: Float32Array) => boolean
+/**
+ * One block of mono samples at the result's rate, in the engine's own format: Float32 in
+ * [-1, 1], or signed 16-bit where the engine makes those (espeak-ng), so that a caller that
+ * wants s16 at the same rate takes them as they are (the Float32 round trip was a tenth of a
+ * worker's time). `int16ToFloat` gives the Float32 values `synthesize` returns, exactly.
+ */
+export type TtsBlock = Float32Array | Int16Array
+
+/** Takes one block; false stops the synthesis. */
+export type TtsBlockSink = (samples: TtsBlock) => boolean
 
 /** What a block-wise synthesis returns once its blocks have gone to the sink. */
 export interface TtsBlocksResult {

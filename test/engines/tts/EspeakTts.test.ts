@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads"
 import t from "tap"
-import { rms } from "../../../engines/audio/Pcm.ts"
+import { int16ToFloat, rms } from "../../../engines/audio/Pcm.ts"
 import { escapeForSsml, EspeakRuntime } from "../../../engines/tts/EspeakRuntime.ts"
 import { EspeakInstance } from "../../../engines/tts/EspeakNativeLib.ts"
 import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
@@ -121,7 +121,7 @@ t.test("the memory restore runs after a use: the same bytes whether the next cal
   t.equal(afterOther, reference, "after another synthesis")
   const streamed: Array<Float32Array> = []
   await new Promise((resolve) => setTimeout(resolve, 5))
-  await engine.synthesizeBlocks(request, (block) => (streamed.push(block), true))
+  await engine.synthesizeBlocks(request, (block) => (streamed.push(block instanceof Int16Array ? int16ToFloat(block) : block), true))
   const joined = new Float32Array(streamed.reduce((n, b) => n + b.length, 0))
   let at = 0
   for (const b of streamed) (joined.set(b, at), (at += b.length))

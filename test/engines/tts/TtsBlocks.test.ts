@@ -6,7 +6,7 @@
  * which its caller went away.
  */
 import t from "tap"
-import { concatFloat32, concatInt16 } from "../../../engines/audio/Pcm.ts"
+import { concatFloat32, concatInt16, int16ToFloat } from "../../../engines/audio/Pcm.ts"
 import { EspeakTts } from "../../../engines/tts/EspeakTts.ts"
 import { ttsTasks, type PcmBlock, type SynthesizeOutput, type SynthesizeSummary } from "../../../engines/tts/tasks.ts"
 import type { TaskContext } from "../../../engines/tasks.ts"
@@ -19,11 +19,14 @@ const engine = await EspeakTts.load()
 t.test("espeak-ng: its blocks are its whole synthesis, sample for sample, with the same word timings", async (t) => {
   const whole = await engine.synthesize({ text: TEXT, voice, speed: 1 })
   const blocks: Array<Float32Array> = []
+  let s16 = 0
   const streamed = await engine.synthesizeBlocks({ text: TEXT, voice, speed: 1 }, (b) => {
-    blocks.push(b)
+    if (b instanceof Int16Array) s16++
+    blocks.push(b instanceof Int16Array ? int16ToFloat(b) : b)
     return true
   })
   t.ok(blocks.length > 10, `${blocks.length} blocks`)
+  t.equal(s16, blocks.length, "espeak-ng hands over its own s16 samples")
   t.same(concatFloat32(blocks), whole.samples)
   t.equal(streamed.sampleCount, whole.samples.length)
   t.same(streamed.words, whole.words)
