@@ -11,9 +11,8 @@
  * deliverer sends its blocks as the engine makes them (the chunk's last frame carries the
  * alignment). At most two chunks of audio exist per context besides what the socket holds, and
  * `send` waits while the client is not reading, so a client that stops reading pauses its own
- * synthesis one chunk later.
- *
- * The control fiber never blocks on the socket, so a client that stops reading can still cancel.
+ * synthesis one chunk later. The control fiber never blocks on the socket, so such a client can
+ * still cancel.
  *
  * Credits: one per character (code point) of synthesized text (trimmed), debited when its audio is about to be
  * sent, so cancelled or undeliverable audio is never charged and nothing needs refunding. The cost
@@ -151,6 +150,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
   const now = () => clock.currentTimeMillisUnsafe()
   const { socket, mode, voice, userId, format } = options
   const encode = (pcm: Int16Array): Uint8Array => (format.container === "ulaw" ? mulawEncode(pcm) : int16ToBytesLE(pcm))
+  const recycle = (pcm: Int16Array) => Effect.sync(() => synthesizer.recycle(pcm)) // once its frame (base64) is sent
   const ended = yield* Deferred.make<Ending>()
   const finish = (ending: Ending) => Deferred.doneUnsafe(ended, Exit.succeed(ending))
   const fibers = yield* FiberMap.make<number>()
@@ -227,11 +227,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             const refusal = <A, E, R>(sent: Effect.Effect<A, E, R>) => sent.pipe(Effect.as(undefined), Effect.catchIf((e): e is Unpaid & E => e instanceof Unpaid, (e) => Effect.succeed(e.failure)))
             const notPaid = yield* refusal(forEachBlock(result.blocks, (pcm) =>
               Effect.gen(function*() {
-                if (held !== undefined) {
-                  yield* sendPaid({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) })
-                  // The frame is encoded (base64) once sent: the block's buffer goes back to the workers.
-                  synthesizer.recycle(held)
-                }
+                if (held !== undefined) yield* Effect.andThen(sendPaid({ _tag: "AudioBlock", contextId: ctx.id, audio: encode(held) }), recycle(held))
                 held = pcm
               })))
             if (notPaid !== undefined) return yield* unpaid(notPaid)
@@ -243,9 +239,8 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             const { samples, sampleRate, words } = exit.value
             const frame: SessionOutput = { _tag: "Audio", contextId: ctx.id, audio: encode(held ?? new Int16Array(0)), text: result.chunk.raw, lead: result.chunk.lead, words, durationMs: (samples * 1000) / sampleRate }
             // A chunk with no audio at all is not charged.
-            const lastNotPaid = yield* refusal((held === undefined ? send(frame) : sendPaid(frame)).pipe(Effect.andThen(settleDebit)))
+            const lastNotPaid = yield* refusal((held === undefined ? send(frame) : Effect.andThen(sendPaid(frame), recycle(held))).pipe(Effect.andThen(settleDebit)))
             if (lastNotPaid !== undefined) return yield* unpaid(lastNotPaid)
-            if (held !== undefined) synthesizer.recycle(held)
             yield* Metric.update(audioFramesSent, 1)
             break
           }
