@@ -20,8 +20,6 @@
 
 /** Smallest buffer worth sending round, bytes (~0.35 s of 24 kHz s16). */
 export const SPARE_MIN_BYTES = 16 * 1024
-/** Outputs at or above SPARE_MIN_BYTES are rounded up to this, so that spares fit other outputs. */
-const GRANULE_BYTES = 64 * 1024
 /** Spares one thread keeps at most, bytes; the rest are left to the garbage collector. */
 export const SPARES_HELD_BYTES = 4 * 1024 * 1024
 
@@ -50,7 +48,10 @@ export const int16Output = (samples: number): Int16Array => {
     heldBytes -= spare!.byteLength
     return new Int16Array(spare!, 0, samples)
   }
-  return new Int16Array(new ArrayBuffer(Math.ceil(bytes / GRANULE_BYTES) * GRANULE_BYTES), 0, samples)
+  // A power of two, as an allocator's size classes: at most twice the bytes, and a spare made
+  // for one output fits the many outputs of similar length that follow (0.5 s streamed pieces
+  // of 22-29 KB all take 32 KiB; whole sentences 256 or 512 KiB).
+  return new Int16Array(new ArrayBuffer(2 ** Math.ceil(Math.log2(bytes))), 0, samples)
 }
 
 /** The blocks copied into one output of their own (see int16Output), ready to transfer. */

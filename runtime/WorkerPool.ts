@@ -21,11 +21,12 @@ import { SPARE_MIN_BYTES, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
 
 /**
- * Spares sent with one task: a streamed sentence uses one output per 0.5 s piece, a whole
- * segment one; more than a task can use would pile up in that worker, which keeps up to its own
- * cap and lets the garbage collector have the rest.
+ * Spares sent with one task, at most: a streamed sentence takes one output per 0.5 s piece (ten
+ * or more), a whole sentence one. Fewer than a streamed sentence uses left the rest piling up
+ * here, dropped attached: the churn the spares are there to end. What a task does not use stays
+ * in its worker, up to the worker's own cap (SPARES_HELD_BYTES).
  */
-const SPARES_PER_TASK = 4
+const SPARES_PER_TASK = 16
 
 export interface WorkerPoolOptions {
   /** Task module (path or file URL) served by each worker; default `engines/worker.ts`. */

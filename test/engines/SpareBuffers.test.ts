@@ -22,7 +22,7 @@ t.test("an output takes the smallest spare that fits; small outputs and small sp
   t.equal(int16Output(100).buffer.byteLength, 200, "an output below the minimum is exact and takes no spare")
   t.equal(int16Output(40_000).buffer, c, "80 KB fits the 128 KiB spare best")
   t.equal(int16Output(20_000).buffer, a)
-  t.equal(int16Output(200_000).buffer.byteLength, 448 * 1024, "nothing fits 400 KB: a new buffer, rounded up to 64 KiB")
+  t.equal(int16Output(200_000).buffer.byteLength, 512 * 1024, "nothing fits 400 KB: a new buffer, rounded up to a power of two")
   t.equal(int16Output(100_000).buffer, b)
   t.equal(sparesHeld().count, 0)
   t.end()

@@ -107,7 +107,7 @@ t.test("recycled output buffers go to the worker with the next task that takes s
       type Output = { pcm: Int16Array; capacity: number; spares: { count: number; bytes: number } }
       const first = yield* safely("first output", pool.run<Output>("test.output", { samples: 40_000, fill: 7 }))
       t.equal(first.pcm.length, 40_000)
-      t.equal(first.capacity, 128 * 1024, "an output above the spare minimum is rounded up to the 64 KiB granule")
+      t.equal(first.capacity, 128 * 1024, "an output above the spare minimum is rounded up to a power of two")
       // Given back: ignored unless the buffer is worth reusing and is not shared or a duplicate.
       pool.recycle(first.pcm.buffer)
       pool.recycle(first.pcm.buffer)
