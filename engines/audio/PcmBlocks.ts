@@ -5,7 +5,7 @@
  * conversion is per sample, so the blocks of a synthesis add up to exactly the bytes of the
  * same synthesis done whole. Empty output blocks are not passed on.
  */
-import { floatToInt16, int16ToFloat } from "./Pcm.ts"
+import { floatToInt16 } from "./Pcm.ts"
 import { Resampler } from "./Resampler.ts"
 
 export class PcmBlocks {
@@ -19,12 +19,7 @@ export class PcmBlocks {
 
   /** Hazard: an Int16Array block at the output rate is passed on as it is, not copied. */
   push(block: Float32Array | Int16Array): void {
-    if (block instanceof Int16Array) {
-      if (this.resampler !== undefined) return this.pass(this.resampler.push(int16ToFloat(block)))
-      if (block.length === 0) return
-      this.samples += block.length
-      return this.out(block)
-    }
+    if (block instanceof Int16Array) return this.passInt16(this.resampler === undefined ? block : this.resampler.pushInt16(block))
     this.pass(this.resampler === undefined ? block : this.resampler.push(block))
   }
 
@@ -34,8 +29,12 @@ export class PcmBlocks {
   }
 
   private pass(samples: Float32Array) {
+    if (samples.length > 0) this.passInt16(floatToInt16(samples))
+  }
+
+  private passInt16(samples: Int16Array) {
     if (samples.length === 0) return
     this.samples += samples.length
-    this.out(floatToInt16(samples))
+    this.out(samples)
   }
 }

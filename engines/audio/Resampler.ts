@@ -26,6 +26,7 @@
  * kernel it started with, so stream = one-shot holds sample for sample with either.
  */
 
+import { floatToInt16 } from "./Pcm.ts"
 import { createSimdKernel, platformWasm } from "./ResamplerKernel.ts"
 
 const ZERO_CROSSINGS = 16
@@ -146,6 +147,22 @@ export class Resampler {
     return this.drain(this.bufStart + this.bufLen - this.d.H, Infinity)
   }
 
+  /**
+   * `floatToInt16(push(int16ToFloat(chunk)))`, sample for sample, without the two intermediate
+   * Float32Arrays per block (the TTS workers' path from espeak-ng's s16 to s16 at another rate):
+   * the input is converted straight into the window, the output drained through a scratch.
+   */
+  pushInt16(chunk: Int16Array): Int16Array {
+    if (this.finished) throw new Error("Resampler: push after flush")
+    const at = this.bufLen
+    this.reserve(at + chunk.length)
+    const buf = this.buf
+    for (let k = 0; k < chunk.length; k++) buf[at + k] = chunk[k]! / 32768
+    this.bufLen = at + chunk.length
+    this.consumed += chunk.length
+    return floatToInt16(this.drain(this.bufStart + this.bufLen - this.d.H, Infinity, true))
+  }
+
   /** Pads the end with zeros and returns the remaining output; the stream is then finished. */
   flush(): Float32Array {
     if (this.finished) return new Float32Array(0)
@@ -155,22 +172,30 @@ export class Resampler {
     return this.drain(this.bufStart + this.bufLen - this.d.H, total)
   }
 
-  private append(chunk: Float32Array) {
-    const need = this.bufLen + chunk.length
+  private reserve(need: number) {
     if (need > this.buf.length) {
       const bigger = new Float32Array(Math.max(need, this.buf.length * 2))
       bigger.set(this.buf.subarray(0, this.bufLen))
       this.buf = bigger
     }
+  }
+
+  private append(chunk: Float32Array) {
+    const need = this.bufLen + chunk.length
+    this.reserve(need)
     this.buf.set(chunk, this.bufLen)
     this.bufLen = need
   }
 
+  /** Reused output of `drain(…, scratch = true)`: valid until the next drain. */
+  private scratch = new Float32Array(0)
+
   /** Produces outputs while i < iLimit (so i + H - 1 is buffered) and produced < maxOut. */
-  private drain(iLimit: number, maxOut: number): Float32Array {
+  private drain(iLimit: number, maxOut: number, scratch = false): Float32Array {
     const { L, M, H } = this.d
     const count = Math.max(0, Math.min(maxOut - this.produced, Math.ceil(((iLimit - this.i) * L - this.p) / M)))
-    const out = new Float32Array(count)
+    if (scratch && this.scratch.length < count) this.scratch = new Float32Array(Math.max(count, 2 * this.scratch.length))
+    const out = scratch ? this.scratch.subarray(0, count) : new Float32Array(count)
     this.kernel(this.d, this.buf, this.i - H + 1 - this.bufStart, this.p, out)
     // The kernel stepped the input time by count·M/L, one output at a time; the same, at once.
     const step = this.p + count * M

@@ -1,7 +1,9 @@
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as path from "node:path"
+import fc from "fast-check"
 import t from "tap"
+import { floatToInt16, int16ToFloat } from "../../../engines/audio/Pcm.ts"
 import { mulberry32 } from "../../../engines/audio/Prng.ts"
 import { resample, Resampler, resamplerKernel, type ResamplerKernelKind, setResamplerKernel } from "../../../engines/audio/Resampler.ts"
 import { createSimdKernel, kernelModule, type WasmApi } from "../../../engines/audio/ResamplerKernel.ts"
@@ -279,4 +281,31 @@ t.test("fallback: without WebAssembly SIMD the JavaScript kernel runs", async (t
   t.same({ kernel: child.kernel, wasm: child.wasm, refused: child.refused }, { kernel: "js", wasm: "undefined", refused: true }, "node --jitless: no WebAssembly, JavaScript kernel, SIMD cannot be forced")
   t.equal(child.hash, hash(withKernel("js", () => resample(x, 22050, 24000))), "the same output as the JS kernel forced here")
   t.not(child.hash, hash(resample(x, 22050, 24000)), "and not the SIMD kernel's")
+})
+
+t.test("s16 in, s16 out (pushInt16) equals the Float32 path converted at both ends, in any chunking (property)", async (t) => {
+  for (const kind of ["simd", "js"] as const) {
+    fc.assert(fc.property(
+      fc.array(fc.integer({ min: -32768, max: 32767 }), { minLength: 1, maxLength: 6000 }),
+      fc.array(fc.integer({ min: 1, max: 3000 }), { minLength: 1, maxLength: 8 }),
+      fc.constantFrom(...KERNEL_PAIRS),
+      (values, cuts, [fin, fout]) => {
+        const x = Int16Array.from(values)
+        const viaFloat = withKernel(kind, () => new Resampler(fin, fout))
+        const viaS16 = withKernel(kind, () => new Resampler(fin, fout))
+        const a: Array<number> = []
+        const b: Array<number> = []
+        for (let o = 0, k = 0; o < x.length; k++) {
+          const chunk = x.subarray(o, o + cuts[k % cuts.length]!)
+          a.push(...floatToInt16(viaFloat.push(int16ToFloat(chunk))))
+          b.push(...viaS16.pushInt16(chunk))
+          o += chunk.length
+        }
+        a.push(...floatToInt16(viaFloat.flush()))
+        b.push(...floatToInt16(viaS16.flush()))
+        return a.length === b.length && a.every((v, i) => v === b[i])
+      }
+    ), { numRuns: 60 })
+  }
+  t.pass("both kernels")
 })
