@@ -249,7 +249,7 @@ export const runSegments = <E, R>(
  * Content-Length: the header, then each segment's encoded audio (a view of the PCM the worker
  * transferred, for s16le on a little-endian host). Joining them into one body doubled the
  * ArrayBuffer bytes the main thread allocates per response; V8 counts those against the old
- * generation's limit, and under load that alone ran a full mark-compact every ~7 MB of audio.
+ * generation's limit (engines/SpareBuffers.ts says what that cost and what else was done).
  */
 export const synthesizeWhole = (speech: PreparedSpeech, ahead: number) =>
   Effect.gen(function*() {

@@ -97,7 +97,7 @@ export class Inference extends Context.Service<Inference, {
    * Gives back the buffer of a task's output once nothing reads it any more (its bytes are on
    * the socket): it goes to a worker with a later `spares` task and is detached here
    * (engines/SpareBuffers.ts says why). Hazard: every view of it reads as empty from then on.
-   * Buffers below SPARE_MIN_BYTES, shared ones and those beyond the pool's cap are ignored.
+   * Buffers outside SpareBuffers' sizes, shared ones and those beyond the pool's cap are ignored.
    */
   readonly recycle: (buffer: ArrayBufferLike) => void
 }>()("speech/engines/Inference") {}

@@ -17,7 +17,7 @@ import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
 import { isStreamMessage, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
-import { SPARE_MIN_BYTES, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
+import { isSpareSize, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
 
 /**
@@ -168,7 +168,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   const spares: Array<ArrayBuffer> = []
   let sparesBytes = 0
   const recycle = (buffer: ArrayBufferLike) => {
-    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength < SPARE_MIN_BYTES) return
+    if (!(buffer instanceof ArrayBuffer) || !isSpareSize(buffer.byteLength)) return
     if (sparesBytes + buffer.byteLength > SPARES_HELD_BYTES || spares.includes(buffer)) return
     spares.push(buffer)
     sparesBytes += buffer.byteLength

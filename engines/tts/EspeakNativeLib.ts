@@ -409,8 +409,10 @@ export class EspeakInstance {
     }
   }
 
-  /** The synthesis callback: samples and events are only valid during the call, so both are copied. */
+  /** One espeak_EVENT at a time, copied out of espeak's list (see onBlock). */
   private eventScratch: Uint8Array | undefined
+
+  /** The synthesis callback: samples and events are only valid during the call, so both are copied. */
   private onBlock(wav: unknown, count: number, eventsPtr: unknown): number {
     if (this.sink === undefined || this.failure !== undefined) return 1
     try {

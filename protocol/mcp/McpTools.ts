@@ -112,9 +112,11 @@ export const registerTools = (server: McpServer, options: ToolOptions) => {
       const speech = yield* prepareSpeech({ voiceId: args.voice_id, text: args.text, speed: args.speed, outputFormat: "wav", userId, chunking: true })
       return yield* synthesizeWhole(speech, 1)
     }))
+    const audio = Buffer.concat(result.parts).toString("base64")
+    result.release()
     return {
       content: [
-        { type: "audio", data: Buffer.concat(result.parts).toString("base64"), mimeType: "audio/wav" },
+        { type: "audio", data: audio, mimeType: "audio/wav" },
         { type: "text", text: `${(result.durationMs / 1000).toFixed(2)} s of speech (WAV, 24 kHz)` }
       ]
     }

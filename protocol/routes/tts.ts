@@ -146,7 +146,9 @@ export const ttsRoutes = (options: TtsRouteOptions): ReadonlyArray<Route<Service
             a.output.words.map((w) => shiftWord(w, a.segment.charStart, a.offsetMs))
           )
           const alignment = characterAlignment(speech.text, words, result.durationMs)
-          return Reply.json(200, { audio_base64: Buffer.concat(result.parts).toString("base64"), alignment, normalized_alignment: alignment }, {
+          const audio = Buffer.concat(result.parts).toString("base64")
+          result.release()
+          return Reply.json(200, { audio_base64: audio, alignment, normalized_alignment: alignment }, {
             "x-audio-sample-rate": String(speech.format.sampleRate),
             "x-audio-duration-ms": String(Math.round(result.durationMs))
           })
