@@ -18,6 +18,7 @@
  * allocated exactly and never recycled: small ones are not worth a message (and small Node
  * Buffers share pooled memory), long ones (unchunked minutes of audio) would not fit the caps.
  */
+import { concat } from "./audio/Pcm.ts"
 
 /** Smallest buffer worth sending round, bytes (~0.35 s of 24 kHz s16). */
 export const SPARE_MIN_BYTES = 16 * 1024
@@ -65,17 +66,7 @@ export const int16Output = (samples: number): Int16Array => {
 }
 
 /** The blocks copied into one output of their own (see int16Output), ready to transfer. */
-export const joinIntoOutput = (blocks: ReadonlyArray<Int16Array>): Int16Array => {
-  let samples = 0
-  for (const b of blocks) samples += b.length
-  const out = int16Output(samples)
-  let at = 0
-  for (const b of blocks) {
-    out.set(b, at)
-    at += b.length
-  }
-  return out
-}
+export const joinIntoOutput = (blocks: ReadonlyArray<Int16Array>): Int16Array => concat(blocks, int16Output)
 
 /** Spares held by this thread now (tests, stats). */
 export const sparesHeld = (): { readonly count: number; readonly bytes: number; readonly sizes: ReadonlyArray<number> } => ({

@@ -83,8 +83,8 @@ export const samplesForMs = (ms: number, sampleRate: number): number => Math.rou
 /** Digital silence lasting `ms` at `sampleRate` Hz. */
 export const silence = (ms: number, sampleRate: number): Float32Array => new Float32Array(samplesForMs(ms, sampleRate))
 
-/** Joins typed arrays into one of the same kind (one copy). */
-const concat = <T extends Float32Array | Int16Array | Uint8Array>(parts: ReadonlyArray<T>, make: (length: number) => T): T => {
+/** Joins typed arrays into one of the same kind (one copy), made by `make` for the total length. */
+export const concat = <T extends Float32Array | Int16Array | Uint8Array>(parts: ReadonlyArray<T>, make: (length: number) => T): T => {
   let n = 0
   for (const p of parts) n += p.length
   const out = make(n)
