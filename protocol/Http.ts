@@ -64,7 +64,10 @@ export type Reply<R = never> =
     readonly _tag: "Full"
     readonly status: number
     readonly headers: Readonly<Record<string, string>>
-    /** Parts are sent one after another under the Content-Length of all of them, never joined. */
+    /**
+     * Parts are sent one after another under the Content-Length of all of them, not joined
+     * (except on a connection that closes after the reply: uWS's tryEnd cannot close it).
+     */
     readonly body: string | Uint8Array | ReadonlyArray<Uint8Array>
     /**
      * Called once the whole body is in uWS's hands (its buffers may then be reused); not called

@@ -166,19 +166,12 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
 
   // Output buffers given back by callers, on their way to a worker (engines/SpareBuffers.ts).
   const spares: Array<ArrayBuffer> = []
-  let sparesBytes = 0
   const recycle = (buffer: ArrayBufferLike) => {
-    if (!(buffer instanceof ArrayBuffer) || !isSpareSize(buffer.byteLength)) return
-    if (sparesBytes + buffer.byteLength > SPARES_HELD_BYTES || spares.includes(buffer)) return
-    spares.push(buffer)
-    sparesBytes += buffer.byteLength
+    if (!(buffer instanceof ArrayBuffer) || !isSpareSize(buffer.byteLength) || spares.includes(buffer)) return
+    if (spares.reduce((n, b) => n + b.byteLength, buffer.byteLength) <= SPARES_HELD_BYTES) spares.push(buffer)
   }
   /** Up to SPARES_PER_TASK spares, still attached (a buffer already sent elsewhere has byteLength 0). */
-  const takeSpares = (): Array<ArrayBuffer> => {
-    const taken = spares.splice(0, SPARES_PER_TASK).filter((b) => b.byteLength > 0)
-    sparesBytes = spares.reduce((n, b) => n + b.byteLength, 0)
-    return taken
-  }
+  const takeSpares = (): Array<ArrayBuffer> => spares.splice(0, SPARES_PER_TASK).filter((b) => b.byteLength > 0)
 
   const pump = () => {
     while (!closed && running < options.workers && lanes.size > 0) lanes.shift()!.start()
