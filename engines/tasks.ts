@@ -142,16 +142,19 @@ const toReply = (result: unknown): TaskReply => {
  * rather than rejections, so they reach the pool as values and never look like a crashed worker.
  */
 export const serveTasks = (registry: TaskRegistry) => async (request: TaskRequest): Promise<TaskReply> => {
+  const { stream, cancel } = request
+  const port = stream === undefined ? undefined : parentPort!
   const handler = Object.hasOwn(registry, request.kind) ? registry[request.kind] : undefined
   if (handler === undefined) {
+    // A stream always gets its end marker, a failed one too: the pool waits for it (and for the
+    // pieces before it, which travel on this port, not piscina's) before resuming the caller.
+    port?.postMessage({ stream: stream!, end: true } satisfies StreamMessage)
     return {
       outcome: { ok: false, error: { name: "TaskError", reason: "UnknownKind", message: `no task kind "${request.kind}" in this worker` } },
       transfer: []
     }
   }
-  const { stream, cancel } = request
   if (request.spares !== undefined) addSpares(request.spares)
-  const port = stream === undefined ? undefined : parentPort!
   const ctx: TaskContext = {
     kind: request.kind,
     threadId,

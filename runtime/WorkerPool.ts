@@ -233,7 +233,6 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
             (result) => {
               settled(true)
               outcome = result
-              if (!result.ok) ended = true // a failure needs no more pieces
               finish()
             },
             (error: Error) => {

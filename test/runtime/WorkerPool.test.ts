@@ -221,6 +221,9 @@ t.test("failures carry their reason", (t) =>
 
       const unknown = yield* Effect.flip(pool.run("tts.nope", null))
       t.match(unknown, { reason: "TaskFailed", failure: { reason: "UnknownKind" } })
+      // Streamed, it still ends: the caller waits for the stream's end marker after any failure.
+      const unknownStream = yield* Effect.flip(safely("unknown stream", pool.stream("tts.nope", null, () => {})))
+      t.match(unknownStream, { reason: "TaskFailed", failure: { reason: "UnknownKind" } })
 
       const uncloneable = yield* Effect.flip(pool.run("test.sleep", { id: "x", ms: 0, f: () => 1 }))
       t.match(uncloneable, { reason: "TaskFailed", failure: { name: "DataCloneError", reason: "InputNotCloneable" } })
