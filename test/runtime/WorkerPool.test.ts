@@ -221,7 +221,8 @@ t.test("failures carry their reason", (t) =>
 
       const unknown = yield* Effect.flip(pool.run("tts.nope", null))
       t.match(unknown, { reason: "TaskFailed", failure: { reason: "UnknownKind" } })
-      // Streamed, it still ends: the caller waits for the stream's end marker after any failure.
+      // Streamed, it still ends: a failure that comes back as a result waits for the stream's end
+      // marker (crashes and uncloneable input resume at once), and the worker posts one here too.
       const unknownStream = yield* Effect.flip(safely("unknown stream", pool.stream("tts.nope", null, () => {})))
       t.match(unknownStream, { reason: "TaskFailed", failure: { reason: "UnknownKind" } })
 
@@ -303,7 +304,7 @@ t.test("a streamed task that fails or crashes after some pieces fails the caller
   withPool({ workers: 1, maxQueue: 4 }, (pool) =>
     Effect.gen(function*() {
       const pieces: Array<number> = []
-      const failed = yield* Effect.flip(pool.stream("test.blocks", { count: 10, pauseMs: 0, failAt: 3 }, (p) => pieces.push((p as Piece).i)))
+      const failed = yield* safely("failed stream", Effect.flip(pool.stream("test.blocks", { count: 10, pauseMs: 0, failAt: 3 }, (p) => pieces.push((p as Piece).i))))
       t.match(failed, { reason: "TaskFailed", failure: { reason: "FailedMidStream" } })
       t.same(pieces, [0, 1, 2], "the pieces before the failure arrived")
       const crashed = yield* safely("crash", Effect.flip(pool.stream("test.blocks", { count: 1000, pauseMs: 5, crashAt: 2 }, () => {})))

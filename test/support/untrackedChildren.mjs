@@ -1,6 +1,6 @@
 /**
- * Preloaded into every test process (.taprc `node-arg`; plain JavaScript because worker threads
- * inherit the preloads and run this one before any TypeScript loader of theirs). tap's runner
+ * Preloaded into every test process (.taprc `node-arg`; plain JavaScript, so that it needs no
+ * loader wherever it is imported: worker threads inherit the preloads and run it too). tap's runner
  * loads its process tracker, @tapjs/processinfo, into each test process, and the tracker adds
  * itself to the NODE_OPTIONS of every process that one spawns (through process-on-spawn, whatever
  * env the spawn passes), so every node a test starts (a service, the admin CLI, a bench) loaded
