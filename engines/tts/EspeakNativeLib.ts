@@ -410,7 +410,8 @@ export class EspeakInstance {
   }
 
   /** One espeak_EVENT at a time, copied out of espeak's list (see onBlock), and its int32 view. */
-  private eventScratch: { readonly bytes: Uint8Array; readonly ints: Int32Array } | undefined
+  private eventScratch: Uint8Array | undefined
+  private eventInts: Int32Array | undefined
 
   /** The synthesis callback: samples and events are only valid during the call, so both are copied. */
   private onBlock(wav: unknown, count: number, eventsPtr: unknown): number {
@@ -421,7 +422,8 @@ export class EspeakInstance {
       // Each event copied into a scratch buffer and read as int32s: koffi.decode built an object
       // and an array per event, an eighth of a worker's time under load.
       const at = eventsPtr === null ? 0n : koffi.address(eventsPtr)
-      const { bytes: scratch, ints } = (this.eventScratch ??= ((bytes) => ({ bytes, ints: new Int32Array(bytes.buffer) }))(new Uint8Array(event.size)))
+      const scratch = (this.eventScratch ??= new Uint8Array(event.size))
+      const ints = (this.eventInts ??= new Int32Array(scratch.buffer))
       for (let i = 0; eventsPtr !== null; i++) {
         memcpyOut(scratch, at + BigInt(i * event.size), event.size)
         const code = ints[event.type >> 2]!
