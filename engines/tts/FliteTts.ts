@@ -34,8 +34,11 @@
  *  - An unknown `-voice` silently falls back to kal; voices are checked against `-lv` first.
  *  - Flite reads bytes, not UTF-8: text is folded to ASCII (accents stripped, typographic
  *    punctuation mapped, other characters become spaces) before it is passed in.
- *  - node:wasi needs real files: each engine owns a scratch directory (mkdtemp under `tmpRoot`),
- *    reused by every call and removed by `dispose()` or at exit.
+ *  - node:wasi needs real files: every call (a synthesis, a rate probe, the voice listing) gets
+ *    its own scratch directory (mkdtemp under `tmpRoot`), removed when the call ends. A
+ *    directory per engine, removed at exit, leaked one per worker thread whenever piscina
+ *    terminated the thread (no 'exit' event fires in the worker then); a call's mkdtemp and
+ *    removal cost ~0.3-0.7 ms here against tens of ms for the two runs.
  */
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -57,7 +60,7 @@ import {
 import { addResetExport } from "./WasmGlobals.ts"
 
 export interface FliteOptions {
-  /** Parent of the engine's scratch directory; default the OS temp directory. */
+  /** Parent of the calls' scratch directories; default the OS temp directory. */
   readonly tmpRoot?: string
 }
 
@@ -138,29 +141,38 @@ export class FliteTts implements TtsEngine {
   readonly voices: ReadonlyArray<string>
   private readonly rates = new Map<string, number>()
   private disposed = false
+  /** The current call's scratch directory (see `scratch`); calls are synchronous, one at a time. */
+  private dir = ""
 
-  private constructor(private readonly runtime: Runtime, private readonly dir: string, readonly loadMs: number) {
-    const listing = this.run(["-lv"]).stdout
+  private constructor(private readonly runtime: Runtime, private readonly tmpRoot: string, readonly loadMs: number) {
+    const listing = this.scratch(() => this.run(["-lv"]).stdout)
     const names = /Voices available:(.*)/.exec(listing)?.[1]?.trim().split(/\s+/) ?? []
     if (names.length === 0) throw new TtsError("EngineUnavailable", `Flite listed no voices: ${JSON.stringify(listing)}`)
     this.voices = names
     this.capabilities = { engine: "flite", languages: ["en"], sampleRates: [8000, 16000], timing: "phone" }
-    process.once("exit", () => this.dispose())
   }
 
-  /** Loads the thread's Flite instance (once) and creates this engine's scratch directory. */
+  /** Loads the thread's Flite instance (once). */
   static async load(options: FliteOptions = {}): Promise<FliteTts> {
     const t0 = performance.now()
     const runtime = await loadRuntime()
-    const dir = mkdtempSync(path.join(options.tmpRoot ?? os.tmpdir(), "speech-flite-"))
-    return new FliteTts(runtime, dir, performance.now() - t0)
+    return new FliteTts(runtime, options.tmpRoot ?? os.tmpdir(), performance.now() - t0)
   }
 
-  /** Removes the scratch directory; the engine cannot be used afterwards. */
+  /** The engine cannot be used afterwards (the thread's module instance stays loaded). */
   dispose(): void {
-    if (this.disposed) return
     this.disposed = true
-    rmSync(this.dir, { recursive: true, force: true })
+  }
+
+  /** Runs `use` with `this.dir` set to a new scratch directory, removed afterwards whatever happens. */
+  private scratch<A>(use: () => A): A {
+    this.dir = mkdtempSync(path.join(this.tmpRoot, "speech-flite-"))
+    try {
+      return use()
+    } finally {
+      rmSync(this.dir, { recursive: true, force: true })
+      this.dir = ""
+    }
   }
 
   checkVoice(voice: EngineVoice): void {
@@ -173,8 +185,10 @@ export class FliteTts implements TtsEngine {
     this.checkVoice(voice)
     const known = this.rates.get(voice.variant)
     if (known !== undefined) return known
-    this.run(["-voice", voice.variant, "-o", "probe.wav", "-t", "a"])
-    const rate = parseWav(readFileSync(path.join(this.dir, "probe.wav"))).sampleRate
+    const rate = this.scratch(() => {
+      this.run(["-voice", voice.variant, "-o", "probe.wav", "-t", "a"])
+      return parseWav(readFileSync(path.join(this.dir, "probe.wav"))).sampleRate
+    })
     this.rates.set(voice.variant, rate)
     return rate
   }
@@ -187,10 +201,12 @@ export class FliteTts implements TtsEngine {
     const spoken = asciiFold(request.text)
     if (spoken.trim().length === 0) throw new TtsError("InvalidRequest", "text has nothing Flite can speak (it reads English in ASCII)")
     const tokens = tokenize(request.text)
-    const expected = this.tokenPhones(request.voice.variant, tokens)
     const stretch = 1 / (request.voice.rate * request.speed)
-    const { stdout } = this.run(["-voice", request.voice.variant, "--setf", `duration_stretch=${stretch}`, "-psdur", "-o", "out.wav", "-t", spoken])
-    const wav = parseWav(readFileSync(path.join(this.dir, "out.wav")))
+    const { expected, stdout, wav } = this.scratch(() => {
+      const expected = this.tokenPhones(request.voice.variant, tokens)
+      const { stdout } = this.run(["-voice", request.voice.variant, "--setf", `duration_stretch=${stretch}`, "-psdur", "-o", "out.wav", "-t", spoken])
+      return { expected, stdout, wav: parseWav(readFileSync(path.join(this.dir, "out.wav"))) }
+    })
     const samples = toMono(wav)
     this.rates.set(request.voice.variant, wav.sampleRate)
     const durationMs = (samples.length * 1000) / wav.sampleRate

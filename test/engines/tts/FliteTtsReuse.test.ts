@@ -6,7 +6,8 @@
  * the module patch itself on a hand-made module.
  */
 import t, { type Test } from "tap"
-import { closeSync, openSync, readdirSync, readFileSync } from "node:fs"
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import * as os from "node:os"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { WASI } from "node:wasi"
@@ -116,6 +117,26 @@ t.test("runs leave no file descriptor open", { skip: process.platform !== "linux
   const before = open()
   for (let i = 0; i < 10; i++) await engine.synthesize({ text: `Number ${i}.`, voice: voiceOf("kal"), speed: 1 })
   t.equal(open(), before, "20 runs, no fd more (node:wasi never closes the preopened directory itself)")
+})
+
+t.test("calls leave no scratch directory behind, failed ones included", async (t) => {
+  const root = mkdtempSync(path.join(os.tmpdir(), "flite-scratch-test-"))
+  t.teardown(() => rmSync(root, { recursive: true, force: true }))
+  const scoped = await FliteTts.load({ tmpRoot: root })
+  t.equal(scoped.sampleRateFor(voiceOf("kal16")), 16000, "rate probe")
+  const said = await scoped.synthesize({ text: "Two words.", voice: voiceOf("kal"), speed: 1 })
+  t.ok(said.samples.length > 4000 && said.words.length === 2, `${said.samples.length} samples, ${said.words.length} words`)
+  const rt = (scoped as unknown as EngineInternals).runtime
+  const reset = rt.reset
+  rt.reset = () => {
+    throw new Error("failed by the test")
+  }
+  try {
+    await t.rejects(scoped.synthesize({ text: "Fails.", voice: voiceOf("kal"), speed: 1 }), { reason: "EngineFailed" })
+  } finally {
+    rt.reset = reset
+  }
+  t.same(readdirSync(root), [], "nothing left in the scratch root")
 })
 
 t.test("WasmGlobals: LEB128 and a reset of a hand-made module", async (t) => {
