@@ -144,23 +144,26 @@ export class Resampler {
     if (this.finished) throw new Error("Resampler: push after flush")
     this.append(chunk)
     this.consumed += chunk.length
-    return this.drain(this.bufStart + this.bufLen - this.d.H, Infinity)
+    return this.produce(new Float32Array(this.available(this.bufStart + this.bufLen - this.d.H, Infinity)))
   }
 
   /**
    * `floatToInt16(push(int16ToFloat(chunk)))`, sample for sample, without the two intermediate
    * Float32Arrays per block (the TTS workers' path from espeak-ng's s16 to s16 at another rate):
-   * the input is converted straight into the window, the output drained through a scratch.
+   * the input is converted straight into the window, and the SIMD kernel converts its output to
+   * s16 itself. Measured (bench/resampler.ts, 22050 → 24000 in espeak-ng's blocks): the JavaScript
+   * float → s16 pass had cost more than the filter.
    */
   pushInt16(chunk: Int16Array): Int16Array {
     if (this.finished) throw new Error("Resampler: push after flush")
     const at = this.bufLen
     this.reserve(at + chunk.length)
     const buf = this.buf
-    for (let k = 0; k < chunk.length; k++) buf[at + k] = chunk[k]! / 32768
+    if (this.kernel === wasmKernel) simdKernel!.toFloat(chunk, buf.subarray(at, at + chunk.length))
+    else for (let k = 0; k < chunk.length; k++) buf[at + k] = chunk[k]! / 32768
     this.bufLen = at + chunk.length
     this.consumed += chunk.length
-    return floatToInt16(this.drain(this.bufStart + this.bufLen - this.d.H, Infinity, true))
+    return this.produce(new Int16Array(this.available(this.bufStart + this.bufLen - this.d.H, Infinity)))
   }
 
   /** Pads the end with zeros and returns the remaining output; the stream is then finished. */
@@ -169,7 +172,7 @@ export class Resampler {
     this.finished = true
     this.append(new Float32Array(this.d.H))
     const total = Resampler.outputLength(this.consumed, this.inRate, this.outRate)
-    return this.drain(this.bufStart + this.bufLen - this.d.H, total)
+    return this.produce(new Float32Array(this.available(this.bufStart + this.bufLen - this.d.H, total)))
   }
 
   private reserve(need: number) {
@@ -187,15 +190,16 @@ export class Resampler {
     this.bufLen = need
   }
 
-  /** Reused output of `drain(…, scratch = true)`: valid until the next drain. */
-  private scratch = new Float32Array(0)
+  /** Outputs that can be made while i < iLimit (so i + H - 1 is buffered) and produced < maxOut. */
+  private available(iLimit: number, maxOut: number): number {
+    const { L, M } = this.d
+    return Math.max(0, Math.min(maxOut - this.produced, Math.ceil(((iLimit - this.i) * L - this.p) / M)))
+  }
 
-  /** Produces outputs while i < iLimit (so i + H - 1 is buffered) and produced < maxOut. */
-  private drain(iLimit: number, maxOut: number, scratch = false): Float32Array {
+  /** Fills `out` with the next outputs (see `available`) and drops the input no later one needs. */
+  private produce<A extends Float32Array | Int16Array>(out: A): A {
     const { L, M, H } = this.d
-    const count = Math.max(0, Math.min(maxOut - this.produced, Math.ceil(((iLimit - this.i) * L - this.p) / M)))
-    if (scratch && this.scratch.length < count) this.scratch = new Float32Array(Math.max(count, 2 * this.scratch.length))
-    const out = scratch ? this.scratch.subarray(0, count) : new Float32Array(count)
+    const count = out.length
     this.kernel(this.d, this.buf, this.i - H + 1 - this.bufStart, this.p, out)
     // The kernel stepped the input time by count·M/L, one output at a time; the same, at once.
     const step = this.p + count * M
@@ -217,13 +221,22 @@ export class Resampler {
 /**
  * The filter itself: fills `out` with the outputs whose input time starts at i + p/L, where
  * buf[j] is input sample i - H + 1, the first of the first output's window (every sample the
- * windows touch must be in `buf`). Two implementations: SIMD (ResamplerKernel.ts, f32x4 lanes)
- * and this JavaScript loop (float64 sums), the fallback where WebAssembly SIMD is unavailable.
- * Their outputs differ in the last bits (float32 against float64 rounding).
+ * windows touch must be in `buf`); an Int16Array `out` gets them as floatToInt16 would. Two
+ * implementations: SIMD (ResamplerKernel.ts, f32x4 lanes) and this JavaScript loop (float64
+ * sums), the fallback where WebAssembly SIMD is unavailable. Their outputs differ in the last
+ * bits (float32 against float64 rounding).
  */
-type Kernel = (d: Design, buf: Float32Array, j: number, p: number, out: Float32Array) => void
+type Kernel = (d: Design, buf: Float32Array, j: number, p: number, out: Float32Array | Int16Array) => void
 
 const jsKernel: Kernel = (d, buf, j, p, out) => {
+  if (out instanceof Int16Array) {
+    const samples = new Float32Array(out.length)
+    jsLoop(d, buf, j, p, samples)
+    out.set(floatToInt16(samples))
+  } else jsLoop(d, buf, j, p, out)
+}
+
+const jsLoop = (d: Design, buf: Float32Array, j: number, p: number, out: Float32Array): void => {
   const { L, M, H, table } = d
   const taps = 2 * H
   const count = out.length

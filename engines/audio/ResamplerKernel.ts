@@ -23,9 +23,21 @@
  *     p += M; while p ≥ L: p -= L, inPtr += 4 (the input window slides by one sample).
  * Each output depends only on its own window and row, always summed in the same order, so the
  * way a stream is cut into blocks cannot change a single bit of it.
+ *
+ * Two more functions serve streams of s16 (the TTS workers' espeak-ng blocks): toFloat(src, dst,
+ * octets) converts their input, eight samples a turn, and toInt16(src, dst, pairs) the outputs,
+ * two a turn, in place; bit for bit Pcm.ts's int16ToFloat and floatToInt16.
  */
-import { encodeS32, encodeU32 } from "../Leb128.ts"
-
+import { encodeU32 } from "../Leb128.ts"
+import {
+  ascii, vector, section, withLength, I32, V128, FUNC_TYPE, VOID_BLOCK, BLOCK, LOOP, IF, END, BR, BR_IF,
+  F32_STORE, I32_LT_U, I32_ADD, I32_SUB, I32_MUL, I32_AND, I32_SHL, F32_ADD, V128_LOAD, V128_CONST,
+  F32X4_EXTRACT_LANE, V128_STORE, V128_STORE32_LANE, V128_LOAD64_ZERO, F64X2_PROMOTE_LOW_F32X4, F64X2_FLOOR,
+  I16X8_NARROW_I32X4_S, I32X4_EXTEND_LOW_I16X8_S, I32X4_EXTEND_HIGH_I16X8_S, F32X4_ADD, F32X4_MUL, F64X2_ADD,
+  F64X2_MUL, F32X4_CONVERT_I32X4_S, I32X4_TRUNC_SAT_F64X2_S_ZERO, SECTION_TYPE, SECTION_FUNCTION,
+  SECTION_MEMORY, SECTION_EXPORT, SECTION_CODE, EXPORT_FUNC, EXPORT_MEMORY, type Code, get, set, tee, i32,
+  simd, memarg, bump, whileBelow, f64x2, f32x4
+} from "./WasmEmitter.ts"
 
 // ---- The part of the WebAssembly API used here (the project's lib has no WebAssembly types) ----
 
@@ -39,6 +51,8 @@ interface WasmMemory {
 interface KernelExports {
   readonly memory: WasmMemory
   convolve(inPtr: number, tablePtr: number, outPtr: number, count: number, p: number, L: number, M: number, taps: number, rowBytes: number): number
+  toInt16(src: number, dst: number, pairs: number): void
+  toFloat(src: number, dst: number, octets: number): void
 }
 export interface WasmApi {
   validate(bytes: Uint8Array): boolean
@@ -46,66 +60,8 @@ export interface WasmApi {
   readonly Instance: new (module: WasmModule, imports: object) => { readonly exports: object }
 }
 
-// ---- Encoding ----
+// ---- The convolution ----
 
-const ascii = (s: string): Array<number> => [...encodeU32(s.length), ...Array.from(s, (c) => c.charCodeAt(0))]
-const vector = (items: ReadonlyArray<ReadonlyArray<number>>): Array<number> => [...encodeU32(items.length), ...items.flat()]
-const section = (id: number, body: ReadonlyArray<number>): Array<number> => [id, ...encodeU32(body.length), ...body]
-const withLength = (code: ReadonlyArray<number>): Array<number> => [...encodeU32(code.length), ...code]
-
-// ---- Opcodes (WebAssembly core spec 2.0, including fixed-width SIMD) ----
-
-const I32 = 0x7f
-const V128 = 0x7b
-const FUNC_TYPE = 0x60
-const VOID_BLOCK = 0x40
-
-const BLOCK = 0x02
-const LOOP = 0x03
-const IF = 0x04
-const END = 0x0b
-const BR = 0x0c
-const BR_IF = 0x0d
-const LOCAL_GET = 0x20
-const LOCAL_SET = 0x21
-const LOCAL_TEE = 0x22
-const F32_STORE = 0x38
-const I32_CONST = 0x41
-const I32_LT_U = 0x49
-const I32_GE_U = 0x4f
-const I32_ADD = 0x6a
-const I32_SUB = 0x6b
-const I32_MUL = 0x6c
-const I32_AND = 0x71
-const I32_SHL = 0x74
-const F32_ADD = 0x92
-/** Prefix of the SIMD instructions; the sub-opcode follows as unsigned LEB128. */
-const SIMD_PREFIX = 0xfd
-const V128_LOAD = 0x00
-const V128_CONST = 0x0c
-const F32X4_EXTRACT_LANE = 0x1f
-const V128_LOAD64_ZERO = 0x5d
-const F32X4_ADD = 0xe4
-const F32X4_MUL = 0xe6
-
-const SECTION_TYPE = 1
-const SECTION_FUNCTION = 3
-const SECTION_MEMORY = 5
-const SECTION_EXPORT = 7
-const SECTION_CODE = 10
-const EXPORT_FUNC = 0x00
-const EXPORT_MEMORY = 0x02
-
-// ---- Instruction helpers ----
-
-type Code = Array<number>
-const get = (local: number): Code => [LOCAL_GET, ...encodeU32(local)]
-const set = (local: number): Code => [LOCAL_SET, ...encodeU32(local)]
-const tee = (local: number): Code => [LOCAL_TEE, ...encodeU32(local)]
-const i32 = (n: number): Code => [I32_CONST, ...encodeS32(n)]
-const simd = (op: number, ...immediates: Array<number>): Code => [SIMD_PREFIX, ...encodeU32(op), ...immediates]
-/** Memory argument: log2 of the alignment promised (a hint; f32 data is 4-byte aligned), offset. */
-const memarg = (alignLog2: number, offset: number): Code => [...encodeU32(alignLog2), ...encodeU32(offset)]
 /** acc = acc + v128.load(x + offset) * v128.load(row + offset) */
 const multiplyAdd = (acc: number, x: number, row: number, offset: number): Code => [
   ...get(acc),
@@ -115,10 +71,6 @@ const multiplyAdd = (acc: number, x: number, row: number, offset: number): Code 
   ...simd(F32X4_ADD),
   ...set(acc)
 ]
-/** local += n */
-const bump = (local: number, n: Code): Code => [...get(local), ...n, I32_ADD, ...set(local)]
-
-// ---- The function ----
 
 // Parameters (locals 0–8), then the function's own locals.
 const IN = 0
@@ -140,17 +92,6 @@ const A0 = 15
 const A1 = 16
 const A2 = 17
 const A3 = 18
-
-/** Runs `body` while local x < local end, as `block { if x >= end break; loop { body; if x < end continue } }`. */
-const whileBelow = (x: number, end: number, body: Code): Code => [
-  BLOCK, VOID_BLOCK,
-  ...get(x), ...get(end), I32_GE_U, BR_IF, 0,
-  LOOP, VOID_BLOCK,
-  ...body,
-  ...get(x), ...get(end), I32_LT_U, BR_IF, 0,
-  END,
-  END
-]
 
 const body: Code = [
   // Per call: where the outputs end; the bytes of taps covered by 16-tap and by 4-tap turns.
@@ -205,22 +146,82 @@ const body: Code = [
   END
 ]
 
-/** The module's bytes: one memory, one function, both exported. */
+// toInt16(src, dst, pairs): parameters, then the end of the source.
+const SRC = 0
+const DST = 1
+const PAIRS = 2
+const SRC_END = 3
+
+/**
+ * toInt16(src, dst, pairs): 2·pairs f32 samples at src become s16 at dst, two at a time, by
+ * Pcm.ts's floatToInt16 rule: floor(s · 32768 + 0.5) in float64 (exact for every float32 s, so
+ * bit for bit the JavaScript result; float32 arithmetic would round 0.5 - 2^-25 up to 1),
+ * saturated to s16 (trunc_sat to i32, then narrow; NaN → 0). dst may be src (writes trail reads).
+ */
+const toInt16Body: Code = [
+  ...get(SRC), ...get(PAIRS), ...i32(3), I32_SHL, I32_ADD, ...set(SRC_END),
+  ...whileBelow(SRC, SRC_END, [
+    ...get(DST),
+    ...get(SRC), ...simd(V128_LOAD64_ZERO, ...memarg(2, 0)), ...simd(F64X2_PROMOTE_LOW_F32X4),
+    ...f64x2(32768), ...simd(F64X2_MUL), ...f64x2(0.5), ...simd(F64X2_ADD), ...simd(F64X2_FLOOR),
+    ...simd(I32X4_TRUNC_SAT_F64X2_S_ZERO), ...tee(SRC_END + 1), ...get(SRC_END + 1), ...simd(I16X8_NARROW_I32X4_S),
+    ...simd(V128_STORE32_LANE, ...memarg(1, 0), 0),
+    ...bump(SRC, i32(8)),
+    ...bump(DST, i32(4))
+  ]),
+  END
+]
+
+// toFloat(src, dst, octets): parameters, then the end of the source and the loaded vector.
+const OCTETS = 2
+const VALUES = 4
+
+/**
+ * toFloat(src, dst, octets): 8·octets s16 samples at src become f32 at dst, eight a turn, as
+ * s / 32768 (exact: Pcm.ts's int16ToFloat, bit for bit).
+ */
+const toFloatBody: Code = [
+  ...get(SRC), ...get(OCTETS), ...i32(4), I32_SHL, I32_ADD, ...set(SRC_END),
+  ...whileBelow(SRC, SRC_END, [
+    ...get(SRC), ...simd(V128_LOAD, ...memarg(1, 0)), ...set(VALUES),
+    ...get(DST), ...get(VALUES), ...simd(I32X4_EXTEND_LOW_I16X8_S), ...simd(F32X4_CONVERT_I32X4_S), ...f32x4(1 / 32768), ...simd(F32X4_MUL),
+    ...simd(V128_STORE, ...memarg(2, 0)),
+    ...get(DST), ...get(VALUES), ...simd(I32X4_EXTEND_HIGH_I16X8_S), ...simd(F32X4_CONVERT_I32X4_S), ...f32x4(1 / 32768), ...simd(F32X4_MUL),
+    ...simd(V128_STORE, ...memarg(2, 16)),
+    ...bump(SRC, i32(16)),
+    ...bump(DST, i32(32))
+  ]),
+  END
+]
+
+/** The module's bytes: one memory and three functions, all exported. */
 export const kernelModule = (): Uint8Array => {
   const params = new Array<number>(9).fill(I32)
   const bytes = [
     // Header: "\0asm", version 1.
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    // Types: (i32 × 9) -> i32.
-    ...section(SECTION_TYPE, vector([[FUNC_TYPE, ...encodeU32(params.length), ...params, ...encodeU32(1), I32]])),
-    // Functions: one, of type 0.
-    ...section(SECTION_FUNCTION, vector([[0]])),
+    // Types: 0 = (i32 × 9) -> i32 (convolve), 1 = (i32 × 3) -> () (toInt16).
+    ...section(SECTION_TYPE, vector([
+      [FUNC_TYPE, ...encodeU32(params.length), ...params, ...encodeU32(1), I32],
+      [FUNC_TYPE, ...encodeU32(3), I32, I32, I32, ...encodeU32(0)]
+    ])),
+    // Functions: convolve of type 0, toInt16 and toFloat of type 1.
+    ...section(SECTION_FUNCTION, vector([[0], [1], [1]])),
     // Memory: one, 1 page (64 KiB) to start, no maximum.
     ...section(SECTION_MEMORY, vector([[0x00, ...encodeU32(1)]])),
-    // Exports: the memory and the function.
-    ...section(SECTION_EXPORT, vector([[...ascii("memory"), EXPORT_MEMORY, 0], [...ascii("convolve"), EXPORT_FUNC, 0]])),
-    // Code: the body's size, its locals as (count, type) runs (6 more i32, then 4 v128), the body.
-    ...section(SECTION_CODE, vector([withLength([...vector([[6, I32], [4, V128]]), ...body])]))
+    // Exports: the memory and the functions.
+    ...section(SECTION_EXPORT, vector([
+      [...ascii("memory"), EXPORT_MEMORY, 0],
+      [...ascii("convolve"), EXPORT_FUNC, 0],
+      [...ascii("toInt16"), EXPORT_FUNC, 1],
+      [...ascii("toFloat"), EXPORT_FUNC, 2]
+    ])),
+    // Code: each body's size, its locals as (count, type) runs, the body.
+    ...section(SECTION_CODE, vector([
+      withLength([...vector([[6, I32], [4, V128]]), ...body]),
+      withLength([...vector([[1, I32], [1, V128]]), ...toInt16Body]),
+      withLength([...vector([[1, I32], [1, V128]]), ...toFloatBody])
+    ]))
   ]
   return Uint8Array.from(bytes)
 }
@@ -258,9 +259,15 @@ export interface SimdKernel {
   /**
    * The same contract as Resampler.ts's JavaScript loop: out[n] is row p_n of `table` (L rows of
    * `taps`) dotted with buf[j_n …], where j_0 = j, p_0 = p and each output steps the input time
-   * by M/L (p += M; while p ≥ L: p -= L, j++). Every sample read must be in `buf`.
+   * by M/L (p += M; while p ≥ L: p -= L, j++). Every sample read must be in `buf`. An Int16Array
+   * `out` gets the outputs converted as by Pcm.ts's floatToInt16, bit for bit, inside the module
+   * (saves a JavaScript pass over the output and a Float32Array per block: the TTS workers' path).
    */
-  convolve(table: Float32Array, taps: number, L: number, M: number, buf: Float32Array, j: number, p: number, out: Float32Array): void
+  convolve(table: Float32Array, taps: number, L: number, M: number, buf: Float32Array, j: number, p: number, out: Float32Array | Int16Array): void
+  /** Pcm.ts's floatToInt16 into `out` (as long as `samples`), bit for bit; for tests. */
+  toInt16(samples: Float32Array, out: Int16Array): void
+  /** Pcm.ts's int16ToFloat into `out` (as long as `samples`), bit for bit: the s16 streams' input. */
+  toFloat(samples: Int16Array, out: Float32Array): void
 }
 
 /** This platform's WebAssembly; undefined where there is none (`node --jitless`). */
@@ -282,6 +289,7 @@ export const createSimdKernel = (wasm: WasmApi | undefined): SimdKernel | undefi
   const { memory } = exports
   const kernel = exports.convolve
   let heap = new Float32Array(memory.buffer)
+  let heap16 = new Int16Array(memory.buffer)
   /** Where each design's table lives (bytes), and its padded row length. */
   const tables = new WeakMap<Float32Array, { readonly at: number; readonly rowBytes: number }>()
   /** End of the tables: the scratch area starts here. */
@@ -293,6 +301,7 @@ export const createSimdKernel = (wasm: WasmApi | undefined): SimdKernel | undefi
     if (bytes > memory.buffer.byteLength) {
       memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / PAGE))
       heap = new Float32Array(memory.buffer)
+      heap16 = new Int16Array(memory.buffer)
     }
   }
 
@@ -313,7 +322,7 @@ export const createSimdKernel = (wasm: WasmApi | undefined): SimdKernel | undefi
     // Asked once per design (Resampler.ts caches its answer), so a design's kernel never changes.
     admit: (taps, L, M) => {
       const tableBytes = align16(((taps + 3) & ~3) * L * 4)
-      if (tableBytes + align16(spanOf(BLOCK_OUT, L - 1, L, M, taps) * 4) + BLOCK_OUT * 4 > MAX_BYTES) return false
+      if (tableBytes + align16(spanOf(BLOCK_OUT, L - 1, L, M, taps) * 4) + (BLOCK_OUT + 1) * 4 > MAX_BYTES) return false
       if (admitted + tableBytes > TABLES_BUDGET) return false
       admitted += tableBytes
       return true
@@ -325,15 +334,40 @@ export const createSimdKernel = (wasm: WasmApi | undefined): SimdKernel | undefi
         const span = spanOf(count, p, L, M, taps)
         const inPtr = top
         const outPtr = align16(inPtr + span * 4)
-        reserve(outPtr + count * 4)
+        // One float more than the outputs: toInt16 reads pairs.
+        reserve(outPtr + (count + 1) * 4)
         heap.set(buf.subarray(j, j + span), inPtr / 4)
         const inEnd = kernel(inPtr, at, outPtr, count, p, L, M, taps, rowBytes)
-        out.set(heap.subarray(outPtr / 4, outPtr / 4 + count), done)
+        if (out instanceof Int16Array) {
+          exports.toInt16(outPtr, outPtr, (count + 1) >> 1)
+          out.set(heap16.subarray(outPtr / 2, outPtr / 2 + count), done)
+        } else out.set(heap.subarray(outPtr / 4, outPtr / 4 + count), done)
         const step = p + count * M
         j += Math.floor(step / L)
         p = step % L
         if (inEnd !== inPtr + 4 * Math.floor(step / L)) throw new Error("ResamplerKernel: the kernel and its caller disagree on the input step")
         done += count
+      }
+    },
+    toInt16: (samples, out) => {
+      for (let done = 0; done < samples.length; done += BLOCK_OUT) {
+        const count = Math.min(BLOCK_OUT, samples.length - done)
+        reserve(top + (count + 1) * 4)
+        heap.set(samples.subarray(done, done + count), top / 4)
+        exports.toInt16(top, top, (count + 1) >> 1)
+        out.set(heap16.subarray(top / 2, top / 2 + count), done)
+      }
+    },
+    toFloat: (samples, out) => {
+      for (let done = 0; done < samples.length; done += BLOCK_OUT) {
+        const count = Math.min(BLOCK_OUT, samples.length - done)
+        // Whole octets: up to 7 samples past the end are read and converted, and not copied out.
+        const octets = (count + 7) >> 3
+        const outPtr = align16(top + octets * 16)
+        reserve(outPtr + octets * 32)
+        heap16.set(samples.subarray(done, done + count), top / 2)
+        exports.toFloat(top, outPtr, octets)
+        out.set(heap.subarray(outPtr / 4, outPtr / 4 + count), done)
       }
     }
   }

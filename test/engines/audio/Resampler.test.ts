@@ -309,3 +309,50 @@ t.test("s16 in, s16 out (pushInt16) equals the Float32 path converted at both en
   }
   t.pass("both kernels")
 })
+
+t.test("the SIMD kernel's float → s16 equals floatToInt16 bit for bit, at ties, extremes and NaN (property)", async (t) => {
+  const kernel = createSimdKernel(Wasm)!
+  /** The float32 next to `x` towards +∞ (up) or -∞. */
+  const step = (x: number, up: boolean) => {
+    const f = new Float32Array([x])
+    const bits = new Int32Array(f.buffer)
+    if (x === 0) return up ? 2 ** -149 : -(2 ** -149)
+    bits[0]! += (x > 0) === up ? 1 : -1
+    return f[0]!
+  }
+  // Halfway between two s16 steps, and the float32 on either side: where floor(x + 0.5) in
+  // float32 would differ from float64 (0.5 - 2^-25 → 1 instead of 0).
+  const tie = fc.integer({ min: -32769, max: 32768 }).chain((k) => fc.constantFrom(0, 1, -1).map((side) => {
+    const x = Math.fround((k + 0.5) / 32768)
+    return side === 0 ? x : step(x, side > 0)
+  }))
+  const special = fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1, -1, 2, -2, 1e30, -1e30, 2 ** -149, 0.5 - 2 ** -25)
+  fc.assert(fc.property(
+    fc.array(fc.oneof(tie, special, fc.float({ min: -2, max: 2 }), fc.float()), { minLength: 0, maxLength: 9000 }),
+    (values) => {
+      const samples = Float32Array.from(values)
+      const out = new Int16Array(samples.length)
+      kernel.toInt16(samples, out)
+      const want = floatToInt16(samples)
+      return out.every((v, i) => v === want[i])
+    }
+  ), { numRuns: 200 })
+  const edge = Float32Array.from([0.5 - 2 ** -25, (0.5 - 2 ** -25) / 32768, NaN, 3, -3, 32767.5 / 32768, -32768.5 / 32768])
+  const out = new Int16Array(edge.length)
+  kernel.toInt16(edge, out)
+  t.same([...out], [...floatToInt16(edge)], `edges: ${[...out].join(", ")}`)
+})
+
+t.test("the SIMD kernel's s16 → float equals int16ToFloat bit for bit, any length (property)", async (t) => {
+  const kernel = createSimdKernel(Wasm)!
+  fc.assert(fc.property(
+    fc.array(fc.integer({ min: -32768, max: 32767 }), { minLength: 0, maxLength: 9000 }),
+    (values) => {
+      const samples = Int16Array.from(values)
+      const out = new Float32Array(samples.length)
+      kernel.toFloat(samples, out)
+      return sameBits(out, int16ToFloat(samples))
+    }
+  ), { numRuns: 200 })
+  t.pass("200 runs")
+})
