@@ -218,6 +218,9 @@ interface Response {
   /** ms from sending the request to the first body byte. */
   readonly firstByteMs: number
   readonly bytes: number
+  /** performance.now() when the request was sent and when its body had all arrived. */
+  readonly sentAt: number
+  readonly endedAt: number
 }
 
 function postJson(port: number, path: string, apiKey: string, body: unknown): Promise<Response> {
@@ -238,7 +241,7 @@ function postJson(port: number, path: string, apiKey: string, body: unknown): Pr
         if (bytes === 0) firstByteMs = performance.now() - started
         bytes += chunk.length
       })
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, firstByteMs, bytes }))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, firstByteMs, bytes, sentAt: started, endedAt: performance.now() }))
       res.on("error", reject)
     })
     req.on("error", reject)
@@ -345,6 +348,19 @@ async function main() {
           `(${concurrency <= workers ? "a free worker: the raw first block" : `${fmt(floor, 1)} raw sentences: ${concurrency} clients over ${workers} workers`}, ${fmt(floorMs, 1)} ms)` +
           `${concurrency === 1 ? "  (target: p50 <= 2x raw first block)" : concurrency >= 50 ? "  (target: p99 <= 1.3x the floor)" : ""}`
       )
+      if (concurrency > workers) {
+        // The closed loop opens with every client sending at once: that burst queues whole first
+        // sentences on CPUs the load generator and the main thread share, and is 10 % of the
+        // requests at 50 clients, so it alone sets the p99. Apart: the steady state after it.
+        const opening = [...rs].sort((a, b) => a.sentAt - b.sentAt).slice(0, concurrency)
+        const cut = Math.max(...opening.map((r) => r.endedAt))
+        const steady = rs.filter((r) => r.sentAt > cut).map((r) => r.firstByteMs)
+        const burst = opening.map((r) => r.firstByteMs)
+        console.log(
+          `     the opening burst (${concurrency} sent at once): p50 ${fmt(percentile(burst, 0.5))} ms, max ${fmt(Math.max(...burst))} ms = ${fmt(Math.max(...burst) / floorMs, 2)}x the floor; ` +
+            (steady.length === 0 ? "no requests after it" : `after it (${steady.length} requests): p50 ${fmt(percentile(steady, 0.5))} ms, p99 ${fmt(percentile(steady, 0.99))} ms = ${fmt(percentile(steady, 0.99) / floorMs, 2)}x the floor`)
+        )
+      }
       if (concurrency === 1) {
         console.log(`     against the raw first block after ${RAW_IDLE_MS} ms idle: ${fmt(p50 / rawAfterIdle, 1)}x (for reading only; the target is the warm figure)`)
         console.log(`     above the HTTP floor: ${fmt(p50 - floorP50, 2)} ms = ${fmt((p50 - floorP50) / raw.firstBlockP50, 1)}x raw first block (the engine's block plus two thread hops, parsing, auth and segmentation)`)
