@@ -21,8 +21,8 @@ import { isSpareSize, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
 
 /**
- * Spares sent with one task, at most: a streamed sentence takes one output per 0.5 s piece (ten
- * or more), a whole sentence one. Fewer than a streamed sentence uses left the rest piling up
+ * Spares sent with one task, at most: a streamed sentence takes one output per piece (0.5, 1,
+ * 2, 2 … s: a long sentence ten or more), a whole sentence one. Fewer than a streamed sentence uses left the rest piling up
  * here, dropped attached: the churn the spares are there to end. What a task does not use stays
  * in its worker, up to the worker's own cap (SPARES_HELD_BYTES).
  */

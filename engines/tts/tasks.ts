@@ -5,7 +5,7 @@
  * the caller streams at and converted to s16le, so the main thread only copies bytes. Run plainly
  * it returns the whole PCM (transferred, not cloned); run as a stream (`Inference.stream`) it
  * emits the engine's first two blocks as soon as they are made (espeak-ng: 100 ms of audio each;
- * Flite and Piper: the whole segment), the rest in pieces of `PIECE_SECONDS`, and returns the summary; it
+ * Flite and Piper: the whole segment), the rest in pieces of 0.5 s growing to 2 s, and returns the summary; it
  * stops at the engine's next block once the caller has gone. Both forms run the same blocks through the same resampler, so the
  * streamed bytes equal the whole ones. Engines load lazily, once per worker thread, and stay.
  */
@@ -72,23 +72,28 @@ export const engineFor = (input: { readonly voice: EngineVoice; readonly piperDi
 }
 
 /**
- * Audio per streamed piece after the first, s. The first block goes out the moment the engine
- * makes it (that is the time to first audio); later blocks, made far faster than real time, are
- * joined into pieces of this much audio: a sentence is then about ten messages, frames and
- * writes instead of forty-five, which is what sessions per core are made of.
+ * Audio per streamed piece after the first two blocks, s: the first piece, and the most any
+ * piece grows to. The first blocks go out the moment the engine makes them (that is the time to
+ * first audio); later blocks, made far faster than real time, are joined into pieces that double
+ * from the first size to the largest (0.5, 1, 2, 2 … s): a 5 s sentence is then 6 messages,
+ * frames and writes instead of 12 at a fixed 0.5 s (or 50 unjoined), which is what sessions per
+ * core are made of, and the audio the client holds grows faster than it plays. The cost: audio
+ * made waits for its piece to fill, at espeak-ng's ~1 ms of CPU per audio second ≤ 2 ms.
  */
-const PIECE_SECONDS = 0.5
+const FIRST_PIECE_SECONDS = 0.5
+const LARGEST_PIECE_SECONDS = 2
 
 /**
  * Hands on the first two blocks at once, then blocks joined into pieces of at least `size`
- * samples. Two, not one: the WebSocket holds a chunk's newest block back (its last frame carries
- * the alignment), so its first frame leaves when the second block arrives.
+ * samples, doubling after each piece up to `largest`. Two blocks, not one: the WebSocket holds a
+ * chunk's newest block back (its last frame carries the alignment), so its first frame leaves
+ * when the second block arrives.
  */
 class Pieces {
   private pending: Array<Int16Array> = []
   private count = 0
   private alone = 2
-  constructor(private readonly size: number, private readonly out: (pcm: Int16Array) => void) {}
+  constructor(private size: number, private readonly largest: number, private readonly out: (pcm: Int16Array) => void) {}
   push(pcm: Int16Array): void {
     if (this.alone > 0) {
       this.alone--
@@ -103,6 +108,7 @@ class Pieces {
     const pcm = joinIntoOutput(this.pending)
     this.pending = []
     this.count = 0
+    this.size = Math.min(2 * this.size, this.largest)
     this.out(pcm)
   }
 }
@@ -115,7 +121,7 @@ export const ttsTasks = defineTasks({
     const engineSampleRate = engine.sampleRateFor(input.voice)
     const emit = ctx.emit
     const whole: Array<Int16Array> = []
-    const pieces = emit === undefined ? undefined : new Pieces(Math.round(input.sampleRate * PIECE_SECONDS), (pcm) => emit({ pcm } satisfies PcmBlock, [pcm.buffer as ArrayBuffer]))
+    const pieces = emit === undefined ? undefined : new Pieces(Math.round(input.sampleRate * FIRST_PIECE_SECONDS), Math.round(input.sampleRate * LARGEST_PIECE_SECONDS), (pcm) => emit({ pcm } satisfies PcmBlock, [pcm.buffer as ArrayBuffer]))
     const blocks = new PcmBlocks(engineSampleRate, input.sampleRate, pieces === undefined ? (pcm) => whole.push(pcm) : (pcm) => pieces.push(pcm))
     let words: ReadonlyArray<WordTiming>
     try {
