@@ -45,6 +45,12 @@ export interface RunOptions {
    * is made again from the start and the part already sent dropped: deterministic engines only).
    */
   readonly yields?: boolean
+  /**
+   * The rest of a stream that yielded: it waits in its lane even when `maxQueue` tasks already
+   * wait. Its stream was admitted when it began; refusing the rest would cut it off mid-sentence.
+   * (There are never more of these than realtime streams waiting, which the bound does count.)
+   */
+  readonly resumes?: boolean
 }
 
 /**

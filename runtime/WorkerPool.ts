@@ -310,7 +310,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
         return fail("Closed", "worker pool closed")
       }
       if (lanes.size === 0 && running < options.workers) task.start()
-      else if (lanes.size >= options.maxQueue) {
+      else if (lanes.size >= options.maxQueue && runOptions?.resumes !== true) {
         forgetStream()
         return fail("QueueFull", `worker pool queue is full (${options.maxQueue} tasks waiting)`)
       } else {

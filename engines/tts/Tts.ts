@@ -54,10 +54,10 @@ const makePoolTts = Effect.gen(function*() {
     // did is run again, at its own priority and without `yields`, for the rest of its audio.
     synthesizeStream: (input, options, onBlock) => {
       const onPiece = (piece: unknown) => onBlock((piece as PcmBlock).pcm)
-      const run = (task: SynthesizeInput, yields: boolean) =>
-        pool.stream("tts.synthesize", task, onPiece, { priority: options.priority, spares: true, yields }).pipe(Effect.map((o) => o as SynthesizeSummary))
-      return run(input, true).pipe(
-        Effect.flatMap((summary) => summary.yielded === true ? run({ ...input, skipSamples: summary.samples }, false) : Effect.succeed(summary)),
+      const run = (task: SynthesizeInput, resumes: boolean) =>
+        pool.stream("tts.synthesize", task, onPiece, { priority: options.priority, spares: true, yields: !resumes, resumes }).pipe(Effect.map((o) => o as SynthesizeSummary))
+      return run(input, false).pipe(
+        Effect.flatMap((summary) => summary.yielded === true ? run({ ...input, skipSamples: summary.samples }, true) : Effect.succeed(summary)),
         Effect.mapError(fromEngine)
       )
     },

@@ -136,9 +136,13 @@ t.test("a full queue fails fast with QueueFull", (t) =>
       const error = yield* Effect.flip(sleepTask(pool, "full.3"))
       t.match(error, { _tag: "EngineError", reason: "QueueFull", kind: "test.sleep" })
       t.equal(error.isRetryable, true)
+      // The rest of a stream that yielded is not refused: its stream began already.
+      const rest = yield* forkNow(pool.stream("test.blocks", { count: 2, pauseMs: 0, id: "full.rest" }, () => {}, { priority: "realtime", resumes: true }))
+      yield* statsReach(pool, "the rest queued beyond the bound", (s) => s.queueSize === 3)
       events.open("full.gate")
       yield* safely("queued tasks", Fiber.join(gate))
       for (const fiber of waiting) yield* safely("queued tasks", Fiber.join(fiber))
+      t.same(yield* safely("the rest", Fiber.join(rest)), { emitted: 2 })
       t.notOk(events.seen("full.3"), "the refused task never ran")
     })))
 
