@@ -36,21 +36,6 @@ export interface RunOptions {
    * go to its thread with it.
    */
   readonly spares?: boolean
-  /**
-   * Streams only: a realtime stream with `yields` that finds every thread busy asks a running
-   * stream with `yields` to give its thread back at its next piece (one that is realtime only
-   * once it has sent a piece: its caller has first audio), so the first audio of a new stream
-   * does not wait for whole sentences of others. A task asked stops when its handler can (TTS:
-   * once it has sent 0.5 s of audio), having emitted all it made, and says so in its summary; its caller runs it again, without `yields`, for the rest (the rest
-   * is made again from the start and the part already sent dropped: deterministic engines only).
-   */
-  readonly yields?: boolean
-  /**
-   * The rest of a stream that yielded: it waits in its lane even when `maxQueue` tasks already
-   * wait. Its stream was admitted when it began; refusing the rest would cut it off mid-sentence.
-   * (There are never more of these than realtime streams waiting, which the bound does count.)
-   */
-  readonly resumes?: boolean
 }
 
 /**

@@ -28,17 +28,7 @@ export interface TaskContext {
    * work and stop early; what they return then is dropped.
    */
   readonly cancelled: () => boolean
-  /**
-   * Streams run with `RunOptions.yields` only: true once the pool asks this task to give its
-   * thread back to a new stream waiting for one. A handler that can stops after the piece it is
-   * on, having emitted everything it made, and says so in its summary; its caller runs it again
-   * to make the rest (engines/tts/tasks.ts). Others may ignore it.
-   */
-  readonly yieldRequested: () => boolean
 }
-
-/** Values of a stream's shared flag (`TaskRequest.cancel`, element 0). */
-export const StreamFlag = { run: 0, cancel: 1, yield: 2 } as const
 
 export type TaskHandler<I = any, O = any> = (input: I, ctx: TaskContext) => O | Promise<O>
 
@@ -102,7 +92,7 @@ export interface TaskRequest {
    * 10-30 µs of CPU per task saved (measured in isolation), and nothing to close.
    */
   readonly stream?: number
-  /** Streaming tasks only: an Int32Array over shared memory; element 0 is a `StreamFlag`. */
+  /** Streaming tasks only: an Int32Array over shared memory; element 0 becomes 1 on cancel. */
   readonly cancel?: Int32Array
   /** Output buffers the main thread is done with, moved here for reuse (engines/SpareBuffers.ts). */
   readonly spares?: ReadonlyArray<ArrayBuffer>
@@ -169,8 +159,7 @@ export const serveTasks = (registry: TaskRegistry) => async (request: TaskReques
     kind: request.kind,
     threadId,
     emit: port === undefined ? undefined : (piece, transfer) => port.postMessage({ stream: stream!, piece } satisfies StreamMessage, transfer ?? []),
-    cancelled: cancel === undefined ? () => false : () => Atomics.load(cancel, 0) === StreamFlag.cancel,
-    yieldRequested: cancel === undefined ? () => false : () => Atomics.load(cancel, 0) === StreamFlag.yield
+    cancelled: cancel === undefined ? () => false : () => Atomics.load(cancel, 0) !== 0
   }
   try {
     return toReply(await handler(request.input, ctx))

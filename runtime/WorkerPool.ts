@@ -16,7 +16,7 @@ import { Effect, Layer } from "effect"
 import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
-import { isStreamMessage, StreamFlag, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
+import { isStreamMessage, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
 import { isSpareSize, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
 
@@ -70,15 +70,6 @@ const STALL_MS = 60_000
 const bootstrap = new URL("./worker.mjs", import.meta.url).href
 const defaultTaskModule = new URL(`../engines/worker.${new URL(import.meta.url).pathname.endsWith(".ts") ? "ts" : "js"}`, import.meta.url).href // .js in dist/
 
-/** A running stream that may be asked to yield its thread (`RunOptions.yields`). */
-interface Yieldable {
-  readonly flag: Int32Array
-  readonly realtime: boolean
-  /** Pieces it has sent so far. */
-  pieces: number
-  asked: boolean
-}
-
 /** A task waiting in a lane; `start` hands it to piscina. */
 interface Waiting {
   readonly start: () => void
@@ -128,29 +119,6 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   /** performance.now() of the last task that finished, or of start-up. */
   let lastProgress = performance.now()
   let closed = false
-  /** Running streams that may yield; realtime ones with `yields` waiting; yields asked and not yet over. */
-  const yieldable = new Set<Yieldable>()
-  let freshWaiting = 0
-  let yieldsAsked = 0
-
-  /**
-   * Asks running streams to yield while more new realtime streams wait than yields are under way:
-   * batch ones first, then realtime ones that have sent a piece; the fewest pieces first (what is
-   * made again on resumption is wasted).
-   */
-  const askYields = () => {
-    while (freshWaiting > yieldsAsked) {
-      let pick: Yieldable | undefined
-      for (const y of yieldable) {
-        if (y.asked || (y.realtime && y.pieces === 0)) continue
-        if (pick === undefined || (pick.realtime && !y.realtime) || (pick.realtime === y.realtime && y.pieces < pick.pieces)) pick = y
-      }
-      if (pick === undefined) return
-      pick.asked = true
-      yieldsAsked++
-      Atomics.compareExchange(pick.flag, 0, StreamFlag.run, StreamFlag.yield)
-    }
-  }
 
   const piscina = yield* Effect.acquireRelease(
     Effect.sync(() => {
@@ -229,19 +197,6 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
         resume(Effect.fail(new EngineError({ reason, kind, message, ...(failure ? { failure } : {}) })))
       const stream = onPiece === undefined ? undefined : ++lastStreamId
       const cancel = onPiece === undefined ? undefined : new Int32Array(new SharedArrayBuffer(4))
-      const yields: Yieldable | undefined = cancel !== undefined && runOptions?.yields === true
-        ? { flag: cancel, realtime: runOptions.priority === "realtime", pieces: 0, asked: false }
-        : undefined
-      /** A new realtime stream waiting in its lane: what asks running streams to yield. */
-      let fresh = false
-      const leaveLane = () => {
-        if (fresh) freshWaiting--
-        fresh = false
-      }
-      const ranOut = () => {
-        if (yields === undefined || !yieldable.delete(yields)) return
-        if (yields.asked) yieldsAsked--
-      }
       let outcome: TaskOutcome | undefined
       let ended = onPiece === undefined
       const forgetStream = () => {
@@ -258,17 +213,12 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
           if ("end" in message) {
             ended = true
             finish()
-          } else if (!signal.aborted) {
-            onPiece!(message.piece)
-            if (yields !== undefined && yields.pieces++ === 0 && freshWaiting > yieldsAsked) askYields()
-          }
+          } else if (!signal.aborted) onPiece!(message.piece)
         })
       }
 
       const task: Waiting = {
         start: () => {
-          leaveLane()
-          if (yields !== undefined) yieldable.add(yields)
           running++
           const given = runOptions?.spares === true && spares.length > 0 ? takeSpares() : []
           const base: TaskRequest = stream === undefined ? { kind, input } : { kind, input, stream, cancel: cancel! }
@@ -281,13 +231,11 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
           // stops at its next piece, any other task finishes and its result is dropped.
           piscina.run(request, transferList.length > 0 ? { transferList: transferList as Array<ArrayBuffer> } : {}).then(
             (result) => {
-              ranOut()
               settled(true)
               outcome = result
               finish()
             },
             (error: Error) => {
-              ranOut()
               settled(false)
               forgetStream()
               if (signal.aborted) return
@@ -310,22 +258,14 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
         return fail("Closed", "worker pool closed")
       }
       if (lanes.size === 0 && running < options.workers) task.start()
-      else if (lanes.size >= options.maxQueue && runOptions?.resumes !== true) {
+      else if (lanes.size >= options.maxQueue) {
         forgetStream()
         return fail("QueueFull", `worker pool queue is full (${options.maxQueue} tasks waiting)`)
-      } else {
-        lanes.push(runOptions?.priority ?? "batch", task)
-        if (yields?.realtime === true) {
-          fresh = true
-          freshWaiting++
-          askYields()
-        }
-      }
+      } else lanes.push(runOptions?.priority ?? "batch", task)
       // On interruption (`signal` has aborted): a waiting task just leaves its lane; a running
       // one keeps its thread until it ends or, streaming, notices the flag at its next piece.
       return Effect.sync(() => {
         lanes.remove(task)
-        leaveLane()
         if (cancel !== undefined) Atomics.store(cancel, 0, 1)
         forgetStream()
       })

@@ -50,17 +50,11 @@ const makePoolTts = Effect.gen(function*() {
     // The task answers with the whole output when run, with a summary when streamed.
     synthesize: (input, options) =>
       pool.run("tts.synthesize", input, { priority: options.priority, spares: true }).pipe(Effect.map((o) => o as SynthesizeOutput), Effect.mapError(fromEngine)),
-    // Streams may yield their thread to a new stream's first audio (RunOptions.yields); one that
-    // did is run again, at its own priority and without `yields`, for the rest of its audio.
-    synthesizeStream: (input, options, onBlock) => {
-      const onPiece = (piece: unknown) => onBlock((piece as PcmBlock).pcm)
-      const run = (task: SynthesizeInput, resumes: boolean) =>
-        pool.stream("tts.synthesize", task, onPiece, { priority: options.priority, spares: true, yields: !resumes, resumes }).pipe(Effect.map((o) => o as SynthesizeSummary))
-      return run(input, false).pipe(
-        Effect.flatMap((summary) => summary.yielded === true ? run({ ...input, skipSamples: summary.samples }, true) : Effect.succeed(summary)),
+    synthesizeStream: (input, options, onBlock) =>
+      pool.stream("tts.synthesize", input, (piece) => onBlock((piece as PcmBlock).pcm), { priority: options.priority, spares: true }).pipe(
+        Effect.map((o) => o as SynthesizeSummary),
         Effect.mapError(fromEngine)
-      )
-    },
+      ),
     synthesizeExpressive: (input, options) => pool.run("tts.expressive", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine)),
     synthesizeClone: (input, options) => pool.run("clone.synthesize", input, { priority: options.priority }).pipe(Effect.mapError(fromEngine)),
     recycle: (pcm) => pool.recycle(pcm.buffer)

@@ -26,11 +26,6 @@ export interface SynthesizeInput {
   readonly sampleRate: number
   /** Directory of Piper voices; required only for `voice.engine === "piper"`. */
   readonly piperDirectory?: string
-  /**
-   * A stream resumed after it yielded (`SynthesizeSummary.yielded`): the output samples already
-   * sent, made again and dropped (engines are deterministic, so the rest continues them exactly).
-   */
-  readonly skipSamples?: number
 }
 
 export interface SynthesizeOutput {
@@ -46,14 +41,8 @@ export interface SynthesizeOutput {
 
 /** What a streamed synthesis returns after its `PcmBlock`s: the output without the audio. */
 export interface SynthesizeSummary extends Omit<SynthesizeOutput, "pcm"> {
-  /** Samples of PCM sent, in all (a resumed stream counts the ones its first run sent). */
+  /** Samples of PCM sent, in all. */
   readonly samples: number
-  /**
-   * The pool asked for the thread back (`TaskContext.yieldRequested`) and the stream stopped
-   * after `samples` samples, all sent; run it again with `skipSamples: samples` for the rest.
-   * `words` are then incomplete.
-   */
-  readonly yielded?: true
 }
 
 /** One piece of a streamed synthesis: s16 mono at the request's rate. */
@@ -95,15 +84,6 @@ const FIRST_PIECE_SECONDS = 0.5
 const LARGEST_PIECE_SECONDS = 2
 
 /**
- * Audio a stream sends before it honours a request to yield its thread, s. Its rest is made by a
- * later run that waits behind the new streams' first audio; the client plays this much
- * meanwhile. Measured with 50 streams sent at once on 2 cores (.scratch probe, players starting
- * at each first byte): yielding after the first 0.1 s block left 13-20 of the 50 with 28-115 ms
- * of silence inside their first sentence; none without yields.
- */
-const YIELD_AFTER_SECONDS = 0.5
-
-/**
  * Hands on the first two blocks at once, then blocks joined into pieces of at least `size`
  * samples, doubling after each piece up to `largest`. Two blocks, not one: the WebSocket holds a
  * chunk's newest block back (its last frame carries the alignment), so its first frame leaves
@@ -142,21 +122,13 @@ export const ttsTasks = defineTasks({
     const emit = ctx.emit
     const whole: Array<Int16Array> = []
     const pieces = emit === undefined ? undefined : new Pieces(Math.round(input.sampleRate * FIRST_PIECE_SECONDS), Math.round(input.sampleRate * LARGEST_PIECE_SECONDS), (pcm) => emit({ pcm } satisfies PcmBlock, [pcm.buffer as ArrayBuffer]))
-    let skip = input.skipSamples ?? 0
-    const yieldFrom = Math.round(input.sampleRate * YIELD_AFTER_SECONDS)
-    const blocks = new PcmBlocks(engineSampleRate, input.sampleRate, pieces === undefined ? (pcm) => whole.push(pcm) : (pcm) => {
-      if (skip >= pcm.length) return void (skip -= pcm.length)
-      pieces.push(skip > 0 ? pcm.subarray(skip) : pcm)
-      skip = 0
-    })
+    const blocks = new PcmBlocks(engineSampleRate, input.sampleRate, pieces === undefined ? (pcm) => whole.push(pcm) : (pcm) => pieces.push(pcm))
     let words: ReadonlyArray<WordTiming>
-    let yielded = false
     try {
       if (engine.synthesizeBlocks !== undefined) {
         const result = await engine.synthesizeBlocks(request, (block) => {
           blocks.push(block)
-          yielded = blocks.samples >= yieldFrom && ctx.yieldRequested()
-          return !ctx.cancelled() && !yielded
+          return !ctx.cancelled()
         })
         words = result.words
       } else {
@@ -168,20 +140,12 @@ export const ttsTasks = defineTasks({
       if (TtsError.is(e)) throw new TaskError(e.reason, e.message, "TtsError")
       throw e
     }
-    // Cancelled: the caller has gone and drops whatever comes back. Yielded: everything made goes
-    // out, but not the resampler's tail, which the resumed run makes from the input after it.
+    // Cancelled: the caller has gone and drops whatever comes back.
     if (!ctx.cancelled()) {
-      if (!yielded) blocks.end()
+      blocks.end()
       pieces?.flush()
     }
-    const summary: SynthesizeSummary = {
-      sampleRate: input.sampleRate,
-      samples: blocks.samples,
-      engineSampleRate,
-      words,
-      engineMs: performance.now() - started,
-      ...(yielded && !ctx.cancelled() ? { yielded: true } : {})
-    }
+    const summary: SynthesizeSummary = { sampleRate: input.sampleRate, samples: blocks.samples, engineSampleRate, words, engineMs: performance.now() - started }
     if (emit !== undefined) return summary
     const pcm = joinIntoOutput(whole)
     const { samples: _, ...rest } = summary

@@ -136,13 +136,9 @@ t.test("a full queue fails fast with QueueFull", (t) =>
       const error = yield* Effect.flip(sleepTask(pool, "full.3"))
       t.match(error, { _tag: "EngineError", reason: "QueueFull", kind: "test.sleep" })
       t.equal(error.isRetryable, true)
-      // The rest of a stream that yielded is not refused: its stream began already.
-      const rest = yield* forkNow(pool.stream("test.blocks", { count: 2, pauseMs: 0, id: "full.rest" }, () => {}, { priority: "realtime", resumes: true }))
-      yield* statsReach(pool, "the rest queued beyond the bound", (s) => s.queueSize === 3)
       events.open("full.gate")
       yield* safely("queued tasks", Fiber.join(gate))
       for (const fiber of waiting) yield* safely("queued tasks", Fiber.join(fiber))
-      t.same(yield* safely("the rest", Fiber.join(rest)), { emitted: 2 })
       t.notOk(events.seen("full.3"), "the refused task never ran")
     })))
 
@@ -315,35 +311,4 @@ t.test("a streamed task that fails or crashes after some pieces fails the caller
       t.equal(crashed.reason, "WorkerCrashed")
       const pong = yield* safely("ping after the crash", pool.ping)
       t.ok(pong.threadId > 0, "a new thread serves")
-    })))
-
-t.test("a new realtime stream takes the thread of a running one that yields (RunOptions.yields); others are not asked", (t) =>
-  withPool({ workers: 1, maxQueue: 4 }, (pool) =>
-    Effect.gen(function*() {
-      type Blocks = { emitted: number; yielded?: true }
-      const log: Array<string> = []
-      const first = yield* Deferred.make<void>()
-      // A long stream holds the only thread; its first piece is its caller's first audio.
-      const long = yield* forkNow(pool.stream<Blocks>("test.blocks", { count: 100_000, pauseMs: 5, id: "long" }, (p) => {
-        log.push(`long ${(p as Piece).i}`)
-        Deferred.doneUnsafe(first, Exit.void)
-      }, { priority: "realtime", yields: true }))
-      yield* safely("the long stream's first piece", Deferred.await(first))
-      const fresh = yield* safely("the new stream", pool.stream<Blocks>("test.blocks", { count: 2, pauseMs: 0, id: "fresh" }, (p) => log.push(`fresh ${(p as Piece).i}`), { priority: "realtime", yields: true }))
-      const yielded = yield* safely("the long stream's yield", Fiber.join(long))
-      t.same(fresh, { emitted: 2 }, "the new stream ran to its end")
-      t.equal(yielded.yielded, true, `the long one yielded after ${yielded.emitted} pieces`)
-      t.ok(yielded.emitted >= 1 && yielded.emitted < 100_000)
-      t.same(log.filter((l) => l.startsWith("fresh")), ["fresh 0", "fresh 1"])
-      t.equal(log.filter((l) => l.startsWith("long")).length, yielded.emitted, "every piece it made reached its caller")
-
-      // Without `yields` on the running stream (or on the waiting one) nobody is asked.
-      for (const [running, waiting] of [[false, true], [true, false]] as const) {
-        const started = yield* Deferred.make<void>()
-        const steady = yield* forkNow(pool.stream<Blocks>("test.blocks", { count: 30, pauseMs: 2 }, () => Deferred.doneUnsafe(started, Exit.void), { priority: "realtime", yields: running }))
-        yield* safely("the running stream's first piece", Deferred.await(started))
-        yield* safely("the waiting stream", pool.stream("test.blocks", { count: 1, pauseMs: 0 }, () => {}, { priority: "realtime", yields: waiting }))
-        t.same(yield* safely("the running stream", Fiber.join(steady)), { emitted: 30 }, `running yields ${running}, waiting yields ${waiting}: ran to its end`)
-      }
-      t.match(pool.stats(), { threads: 1, running: 0, queueSize: 0 })
     })))

@@ -21,7 +21,7 @@ import { disposeFlite, speak } from "./speechFixtures.ts"
 const engine = await PocketSphinxAsr.load()
 t.teardown(() => engine.dispose())
 t.teardown(disposeFlite)
-const ctx: TaskContext = { kind: "asr.recognize", threadId: 0, cancelled: () => false, yieldRequested: () => false }
+const ctx: TaskContext = { kind: "asr.recognize", threadId: 0, cancelled: () => false }
 
 t.test("conformance: PocketSphinx en-us", async (t) => {
   const m = await runAsrConformance(t, { engine })

@@ -45,7 +45,7 @@ t.test("espeak-ng: a sink that says stop ends the synthesis at that block", asyn
 })
 
 const task = ttsTasks["tts.synthesize"]
-const context = (emit?: TaskContext["emit"], cancelled = () => false, yieldRequested = () => false): TaskContext => ({ kind: "tts.synthesize", threadId: 0, emit, cancelled, yieldRequested })
+const context = (emit?: TaskContext["emit"], cancelled = () => false): TaskContext => ({ kind: "tts.synthesize", threadId: 0, emit, cancelled })
 
 for (const sampleRate of [22050, 24000, 16000, 8000, 44100]) {
   t.test(`tts.synthesize at ${sampleRate} Hz: the streamed blocks are the whole PCM`, async (t) => {
@@ -65,26 +65,6 @@ for (const sampleRate of [22050, 24000, 16000, 8000, 44100]) {
     t.same(summary.words, whole.value.words)
   })
 }
-
-t.test("tts.synthesize asked to yield stops after a block once 0.5 s is sent, and run again with skipSamples makes exactly the rest", async (t) => {
-  for (const sampleRate of [24000, 22050, 8000]) {
-    const input = { text: TEXT, voice, speed: 1, sampleRate }
-    const whole = (await task(input, context())) as unknown as { value: SynthesizeOutput }
-    for (const askAfter of [1, 2, 4]) {
-      const pieces: Array<Int16Array> = []
-      const first = (await task(input, context((piece) => pieces.push((piece as PcmBlock).pcm), () => false, () => pieces.length >= askAfter))) as SynthesizeSummary
-      t.equal(first.yielded, true, `${sampleRate} Hz, asked after ${askAfter} piece(s): yielded after ${pieces.length} pieces`)
-      t.equal(first.samples, concatInt16(pieces).length, "its summary counts what it sent")
-      t.ok(first.samples >= sampleRate * 0.5, `not before 0.5 s of audio was sent (${(first.samples / sampleRate).toFixed(2)} s)`)
-      t.ok(first.samples < whole.value.pcm.length, "before the end")
-      const rest = (await task({ ...input, skipSamples: first.samples }, context((piece) => pieces.push((piece as PcmBlock).pcm)))) as SynthesizeSummary
-      t.equal(rest.yielded, undefined)
-      t.same(concatInt16(pieces), whole.value.pcm, "both runs' pieces are the whole PCM, byte for byte")
-      t.equal(rest.samples, whole.value.pcm.length)
-      t.same(rest.words, whole.value.words, "the resumed run's words are the whole sentence's")
-    }
-  }
-})
 
 t.test("tts.synthesize stops after the block during which the caller went away", async (t) => {
   let emitted = 0
