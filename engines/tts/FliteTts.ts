@@ -166,12 +166,23 @@ export class FliteTts implements TtsEngine {
 
   /** Runs `use` with `this.dir` set to a new scratch directory, removed afterwards whatever happens. */
   private scratch<A>(use: () => A): A {
-    this.dir = mkdtempSync(path.join(this.tmpRoot, "speech-flite-"))
+    let dir: string
+    try {
+      dir = mkdtempSync(path.join(this.tmpRoot, "speech-flite-"))
+    } catch (cause) {
+      throw new TtsError("EngineFailed", "Flite could not make its scratch directory", { cause })
+    }
+    this.dir = dir
     try {
       return use()
     } finally {
-      rmSync(this.dir, { recursive: true, force: true })
       this.dir = ""
+      try {
+        rmSync(dir, { recursive: true, force: true })
+      } catch {
+        // A directory that cannot be removed (permissions changed under us) must not replace the
+        // call's own outcome; it is a few KB in the OS temp directory.
+      }
     }
   }
 

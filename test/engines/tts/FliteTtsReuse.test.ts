@@ -138,6 +138,8 @@ t.test("calls leave no scratch directory behind, failed ones included", async (t
     rt.reset = reset
   }
   t.same(readdirSync(root), [], "nothing left in the scratch root")
+  const missing: unknown = await FliteTts.load({ tmpRoot: path.join(root, "missing") }).catch((e: unknown) => e)
+  t.match(missing, { name: "TtsError", reason: "EngineFailed", message: /scratch directory/ }, "no scratch root: a TtsError, not a bare ENOENT")
 })
 
 t.test("WasmGlobals: LEB128 and a reset of a hand-made module", async (t) => {
