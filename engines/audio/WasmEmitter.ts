@@ -74,7 +74,7 @@ export const set = (local: number): Code => [LOCAL_SET, ...encodeU32(local)]
 export const tee = (local: number): Code => [LOCAL_TEE, ...encodeU32(local)]
 export const i32 = (n: number): Code => [I32_CONST, ...encodeS32(n)]
 export const simd = (op: number, ...immediates: Array<number>): Code => [SIMD_PREFIX, ...encodeU32(op), ...immediates]
-/** Memory argument: log2 of the alignment promised (a hint; f32 data is 4-byte aligned), offset. */
+/** Memory argument: log2 of the alignment promised (a hint: 2 for f32 data, 1 for s16), offset. */
 export const memarg = (alignLog2: number, offset: number): Code => [...encodeU32(alignLog2), ...encodeU32(offset)]
 /** local += n */
 export const bump = (local: number, n: Code): Code => [...get(local), ...n, I32_ADD, ...set(local)]
