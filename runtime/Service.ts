@@ -140,7 +140,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
     tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
   ).pipe(Layer.provide(accounts))
-  const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue })
+  const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue, nice: config.workerNice })
   // Checked when the configuration was read: a bad directory stops the service at start.
   const speakerModel = speakerModelProfile(Option.getOrUndefined(config.speakerEmbeddingDir))
   // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).

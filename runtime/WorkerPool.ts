@@ -40,6 +40,11 @@ export interface WorkerPoolOptions {
    * Unset keeps every thread, and its models, for the life of the pool.
    */
   readonly idleTimeoutMs?: number
+  /**
+   * Nice steps each worker thread runs below the main thread (Linux: WORKER_NICE says why);
+   * 0 or unset: the same priority.
+   */
+  readonly nice?: number
 }
 
 /**
@@ -126,6 +131,9 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
         filename: bootstrap,
         // The espeak lock is process-wide: every pool of the process passes the same buffer.
         workerData: { taskModule, espeakLock: espeakLockBuffer },
+        // nice(2) in each new thread (through @napi-rs/nice, piscina's optional dependency); on
+        // Linux the nice value is per thread, so the main thread keeps its own.
+        niceIncrement: options.nice ?? 0,
         maxThreads: options.workers,
         minThreads: options.idleTimeoutMs === undefined ? options.workers : 1,
         idleTimeout: options.idleTimeoutMs ?? 0,
