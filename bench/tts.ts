@@ -39,7 +39,7 @@ import { segmentSentences } from "../engines/text/Segmenter.ts"
 import { findPreset } from "../engines/tts/Voices.ts"
 import { databaseLabel, freePort, root, smoke, startProcess, stop } from "./support.ts"
 import { memoryBench } from "./memory.ts"
-import { PROBE_SENTENCE, startServiceWithFds, webSocketBench } from "./ttsWs.ts"
+import { PROBE_SENTENCE, startServiceWithFds, threadCpuSeconds, webSocketBench } from "./ttsWs.ts"
 
 const VOICE_ID = "mari"
 const voice = findPreset(VOICE_ID)!.engineVoice
@@ -331,8 +331,12 @@ async function main() {
     for (const concurrency of smoke ? [1, 2] : [1, 10, 50]) {
       const total = Number(process.env.BENCH_TTFB_REQUESTS ?? (smoke ? 4 : Math.max(200, concurrency * 10)))
       const started = performance.now()
+      const serviceCpu = threadCpuSeconds(service.child.pid!)
+      const generatorCpu = process.cpuUsage()
       const rs = await load(concurrency, total, stream)
       const wallS = (performance.now() - started) / 1000
+      const generatorUsed = process.cpuUsage(generatorCpu)
+      const serviceUsed = threadCpuSeconds(service.child.pid!)
       checkOk(rs, `stream at ${concurrency}`)
       const ttfb = rs.map((r) => r.firstByteMs)
       const p50 = percentile(ttfb, 0.5)
@@ -347,6 +351,12 @@ async function main() {
           `p99 ${fmt(p99)} ms = ${fmt(p99 / floorMs, 2)}x the queueing floor ` +
           `(${concurrency <= workers ? "a free worker: the raw first block" : `${fmt(floor, 1)} raw sentences: ${concurrency} clients over ${workers} workers`}, ${fmt(floorMs, 1)} ms)` +
           `${concurrency === 1 ? "  (target: p50 <= 2x raw first block)" : concurrency >= 50 ? "  (target: p99 <= 1.3x the floor)" : ""}`
+      )
+      // Where the cores went: the floor assumes the workers have whole cores, but they share these
+      // with the main thread (admitting requests, writing blocks) and with this load generator.
+      console.log(
+        `     CPU over the level, of ${availableParallelism()} cores: service main thread ${fmt((serviceUsed.main - serviceCpu.main) / wallS)}, ` +
+          `its other threads (workers, GC helpers) ${fmt((serviceUsed.others - serviceCpu.others) / wallS)}; load generator ${fmt((generatorUsed.user + generatorUsed.system) / 1e6 / wallS)}`
       )
       if (concurrency > workers) {
         // The closed loop opens with every client sending at once: that burst queues whole first

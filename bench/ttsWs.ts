@@ -29,7 +29,7 @@
  * on the line.
  */
 import { type ChildProcess, execFileSync, fork } from "node:child_process"
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import * as path from "node:path"
 import { freePort, root, serviceArgs, smoke, startProcess } from "./support.ts"
@@ -84,6 +84,25 @@ const cpuSeconds = (pid: number): number => {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S
+}
+
+/** CPU seconds (user + system) of a process's main thread (its tid is its pid) and of all its other threads. */
+export const threadCpuSeconds = (pid: number): { readonly main: number; readonly others: number } => {
+  let main = 0
+  let others = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
+    } catch {
+      continue // a thread that ended while listed
+    }
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S
+    if (Number(tid) === pid) main = seconds
+    else others += seconds
+  }
+  return { main, others }
 }
 
 /**
