@@ -8,7 +8,7 @@
  * Nothing here is loaded by a worker thread: task modules import `engines/tasks.ts` only.
  */
 import { Context, Data, type Effect } from "effect"
-import type { TaskFailure, TaskInput, TaskOutput } from "./tasks.ts"
+import type { Pong, TaskFailure, TaskInput, TaskOutput } from "./tasks.ts"
 import type { Tasks } from "./worker.ts"
 
 /** Every task kind the workers serve. */
@@ -89,7 +89,7 @@ export class Inference extends Context.Service<Inference, {
     options?: RunOptions
   ) => Effect.Effect<OutputOf<K>, EngineError>
   /** Round trip through a worker thread; put a timeout on it. */
-  readonly ping: Effect.Effect<{ readonly pid: number; readonly threadId: number }, EngineError>
+  readonly ping: Effect.Effect<Pong, EngineError>
   /** Readiness ("can serve"), not load: a busy pool is ready while it makes progress. */
   readonly ready: Effect.Effect<void, EngineError>
   readonly stats: () => PoolStats

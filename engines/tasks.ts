@@ -8,6 +8,8 @@
  * Everything here runs on a worker thread and imports neither piscina nor Effect runtime state:
  * engines stay independent of the pool that runs them.
  */
+import { readlinkSync } from "node:fs"
+import { getPriority } from "node:os"
 import { parentPort, threadId } from "node:worker_threads"
 import { trimNativeHeap } from "./NativeHeap.ts"
 import { addSpares } from "./SpareBuffers.ts"
@@ -235,7 +237,26 @@ export const perThreadWhileUsed = <A>(load: () => A | Promise<A>, release: (reso
   }
 }
 
+/**
+ * This thread's nice value, where the kernel keeps one per thread (Linux, named by
+ * /proc/thread-self); undefined elsewhere.
+ */
+const threadNice = (): number | undefined => {
+  try {
+    return getPriority(Number(readlinkSync("/proc/thread-self").split("/").pop()))
+  } catch {
+    return undefined
+  }
+}
+
 /** Built into every worker: readiness probes round-trip through a real thread. */
 export const poolTasks = defineTasks({
-  "pool.ping": (_input: unknown, ctx: TaskContext) => ({ pid: process.pid, threadId: ctx.threadId })
+  "pool.ping": (_input: unknown, ctx: TaskContext): Pong => ({ pid: process.pid, threadId: ctx.threadId, nice: threadNice() })
 })
+
+export interface Pong {
+  readonly pid: number
+  readonly threadId: number
+  /** The thread's nice value (WORKER_NICE); undefined where threads have none of their own. */
+  readonly nice: number | undefined
+}

@@ -13,10 +13,11 @@
  * undistributed tasks are re-queued at the tail, so even its own queue is not FIFO.
  */
 import { Effect, Layer } from "effect"
+import { getPriority } from "node:os"
 import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
 import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
-import { isStreamMessage, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
+import { isStreamMessage, type Pong, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
 import { isSpareSize, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
 
@@ -287,12 +288,17 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   const stream = <A>(kind: string, input: unknown, onPiece: (piece: unknown) => void, runOptions?: RunOptions): Effect.Effect<A, EngineError> =>
     dispatch<A>(kind, input, runOptions, onPiece)
 
-  const ping = run<{ readonly pid: number; readonly threadId: number }>("pool.ping", null, { priority: "realtime" })
+  const ping = run<Pong>("pool.ping", null, { priority: "realtime" })
 
   // A task module that cannot load (bad deploy, syntax error) must stop start-up: once a thread
   // fails while starting, piscina stops replacing threads, and later tasks would wait forever.
   // The first task goes to a thread piscina already counts as ready, so this fails, not hangs.
-  yield* ping
+  const pong = yield* ping
+  // piscina skips the nice quietly where its optional @napi-rs/nice is missing (npm --omit=optional).
+  const wantedNice = Math.min(19, getPriority() + (options.nice ?? 0))
+  if (pong.nice !== undefined && pong.nice !== wantedNice) {
+    yield* Effect.logWarning("WORKER_NICE was not applied: the worker threads compete with the main thread (is piscina's optional @napi-rs/nice installed?)", { nice: pong.nice, wanted: wantedNice })
+  }
 
   const ready = Effect.suspend((): Effect.Effect<void, EngineError> => {
     const fail = (reason: EngineErrorReason, message: string) => Effect.fail(new EngineError({ reason, kind: "pool.ready", message }))
