@@ -1,6 +1,6 @@
 /** Shared plumbing for the benchmarks: free ports, child processes that announce readiness. */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -83,3 +83,37 @@ export const stop = (child: ChildProcess) =>
     child.once("exit", () => resolve())
     child.kill("SIGTERM")
   })
+
+/** A number a shell command prints (`ulimit -n`, `getconf CLK_TCK`); "unlimited" is Infinity. */
+export const shellNumber = (command: string): number => {
+  const out = execFileSync("sh", ["-c", command], { encoding: "utf8" }).trim()
+  return out === "unlimited" ? Infinity : Number(out)
+}
+
+let ticksPerS: number | undefined
+/** User + system CPU seconds of one /proc stat line (clock ticks of `getconf CLK_TCK`). */
+const statCpuSeconds = (stat: string): number => {
+  ticksPerS ??= shellNumber("getconf CLK_TCK")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / ticksPerS
+}
+
+/** CPU seconds of a process, all threads. */
+export const cpuSeconds = (pid: number): number => statCpuSeconds(readFileSync(`/proc/${pid}/stat`, "utf8"))
+
+/** CPU seconds of a process's main thread (its tid is its pid) and of all its other threads. */
+export const threadCpuSeconds = (pid: number): { readonly main: number; readonly others: number } => {
+  let main = 0
+  let others = 0
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let seconds: number
+    try {
+      seconds = statCpuSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"))
+    } catch {
+      continue // a thread that ended while listed
+    }
+    if (Number(tid) === pid) main = seconds
+    else others += seconds
+  }
+  return { main, others }
+}

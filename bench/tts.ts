@@ -37,9 +37,9 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { segmentSentences } from "../engines/text/Segmenter.ts"
 import { findPreset } from "../engines/tts/Voices.ts"
-import { databaseLabel, freePort, root, smoke, startProcess, stop } from "./support.ts"
+import { databaseLabel, freePort, root, smoke, startProcess, stop, threadCpuSeconds } from "./support.ts"
 import { memoryBench } from "./memory.ts"
-import { PROBE_SENTENCE, startServiceWithFds, threadCpuSeconds, webSocketBench } from "./ttsWs.ts"
+import { PROBE_SENTENCE, startServiceWithFds, webSocketBench } from "./ttsWs.ts"
 
 const VOICE_ID = "mari"
 const voice = findPreset(VOICE_ID)!.engineVoice

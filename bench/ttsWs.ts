@@ -28,11 +28,11 @@
  * under CPU contention with concurrent upgrades) are reopened, as a client would, and counted
  * on the line.
  */
-import { type ChildProcess, execFileSync, fork } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { type ChildProcess, fork } from "node:child_process"
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import { availableParallelism, loadavg, tmpdir } from "node:os"
 import * as path from "node:path"
-import { freePort, root, serviceArgs, smoke, startProcess } from "./support.ts"
+import { cpuSeconds, freePort, root, serviceArgs, shellNumber, smoke, startProcess } from "./support.ts"
 import type { Command, Reply, SessionResult } from "./ttsWsLoad.ts"
 import WebSocket from "ws"
 
@@ -42,11 +42,6 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** File descriptors the service gets: 1,000 idle sessions plus everything else, with room. */
 const WANTED_FDS = 65536
-
-const shellNumber = (command: string): number => {
-  const out = execFileSync("sh", ["-c", command], { encoding: "utf8" }).trim()
-  return out === "unlimited" ? Infinity : Number(out)
-}
 
 /**
  * bench/support's `startService`, with the open-file limit of the service raised to
@@ -76,34 +71,6 @@ export async function startServiceWithFds(env: Record<string, string>) {
 /** A field of /proc/<pid>/status, kB. */
 const statusKb = (pid: number, field: "VmRSS" | "VmHWM"): number =>
   Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1])
-
-const TICKS_PER_S = shellNumber("getconf CLK_TCK")
-
-/** CPU seconds, all threads, user + system. */
-const cpuSeconds = (pid: number): number => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S
-}
-
-/** CPU seconds (user + system) of a process's main thread (its tid is its pid) and of all its other threads. */
-export const threadCpuSeconds = (pid: number): { readonly main: number; readonly others: number } => {
-  let main = 0
-  let others = 0
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let stat: string
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
-    } catch {
-      continue // a thread that ended while listed
-    }
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_S
-    if (Number(tid) === pid) main = seconds
-    else others += seconds
-  }
-  return { main, others }
-}
 
 /**
  * Waits until VmRSS has stayed within 2 MB for 3 s (V8 shrinks its heap some time after a burst
