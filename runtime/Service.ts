@@ -77,6 +77,7 @@ import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
 import { apiKeyScopes } from "../storage/ApiKeys.ts"
 import { OAuthStore, oauthStoreLayer } from "../storage/OAuthStore.ts"
 import { withScopes } from "../protocol/oauth/OAuthScopes.ts"
+import { setChildNice } from "../engines/ChildNice.ts"
 import { credentialAuthenticator } from "./Credentials.ts"
 
 const version: string = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version
@@ -141,6 +142,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
   ).pipe(Layer.provide(accounts))
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue, nice: config.workerNice })
+  // ffmpeg and Apertium, started by the main thread, run at the workers' priority too.
+  setChildNice(config.workerNice)
   // Checked when the configuration was read: a bad directory stops the service at start.
   const speakerModel = speakerModelProfile(Option.getOrUndefined(config.speakerEmbeddingDir))
   // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).

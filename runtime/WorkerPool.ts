@@ -13,6 +13,7 @@
  * undistributed tasks are re-queued at the tail, so even its own queue is not FIFO.
  */
 import { Effect, Layer } from "effect"
+import { stat } from "node:fs/promises"
 import { getPriority } from "node:os"
 import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
@@ -126,15 +127,16 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   let lastProgress = performance.now()
   let closed = false
 
+  // libuv's threadpool (the main thread's fs, dns, crypto and zlib work) starts its threads on the
+  // first request from any thread, and they inherit that thread's nice: let it be this one.
+  yield* Effect.promise(() => stat(import.meta.dirname))
   const piscina = yield* Effect.acquireRelease(
     Effect.sync(() => {
       const pool = new Piscina<TaskRequest, TaskOutcome>({
         filename: bootstrap,
         // The espeak lock is process-wide: every pool of the process passes the same buffer.
-        workerData: { taskModule, espeakLock: espeakLockBuffer },
-        // nice(2) in each new thread (through @napi-rs/nice, piscina's optional dependency); on
-        // Linux the nice value is per thread, so the main thread keeps its own.
-        niceIncrement: options.nice ?? 0,
+        // `nice`: applied by each thread to itself (runtime/worker.mjs says why not piscina's niceIncrement).
+        workerData: { taskModule, espeakLock: espeakLockBuffer, nice: options.nice ?? 0 },
         maxThreads: options.workers,
         minThreads: options.idleTimeoutMs === undefined ? options.workers : 1,
         idleTimeout: options.idleTimeoutMs ?? 0,
@@ -294,10 +296,10 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   // fails while starting, piscina stops replacing threads, and later tasks would wait forever.
   // The first task goes to a thread piscina already counts as ready, so this fails, not hangs.
   const pong = yield* ping
-  // piscina skips the nice quietly where its optional @napi-rs/nice is missing (npm --omit=optional).
+  // A refused setpriority (a seccomp profile) leaves the threads at the main thread's priority.
   const wantedNice = Math.min(19, getPriority() + (options.nice ?? 0))
   if (pong.nice !== undefined && pong.nice !== wantedNice) {
-    yield* Effect.logWarning("WORKER_NICE was not applied: the worker threads compete with the main thread (is piscina's optional @napi-rs/nice installed?)", { nice: pong.nice, wanted: wantedNice })
+    yield* Effect.logWarning("WORKER_NICE was not applied: the worker threads compete with the main thread (setpriority refused?)", { nice: pong.nice, wanted: wantedNice })
   }
 
   const ready = Effect.suspend((): Effect.Effect<void, EngineError> => {

@@ -33,6 +33,7 @@ import { createRequire } from "node:module"
 import { endianness } from "node:os"
 import * as path from "node:path"
 import { bytesLEToInt16, concatInt16 } from "../audio/Pcm.ts"
+import { lowerChild } from "../ChildNice.ts"
 import { detectContainer, SNIFF_BYTES, type MediaContainer } from "./MediaType.ts"
 
 export const DECODE_SAMPLE_RATE = 16000
@@ -146,6 +147,7 @@ export async function* pcmChunks(file: string, options: DecodeOptions = {}): Asy
     "-map", "0:a:0", "-vn", "-sn", "-dn",
     "-f", "s16le", "-acodec", "pcm_s16le", "-ac", "1", "-ar", String(DECODE_SAMPLE_RATE), "-"
   ], { stdio: ["ignore", "pipe", "pipe"] })
+  lowerChild(child)
 
   let stopped: MediaError | undefined
   const stop = (e: MediaError) => {

@@ -14,6 +14,7 @@
  * input is escaped and control characters are removed before it is written (`encodeRequest`).
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import { nicedCommand } from "../ChildNice.ts"
 
 export class ApertiumProcessError extends Error {
   constructor(
@@ -185,7 +186,10 @@ export class ApertiumProcess {
 
   #spawn(pipeline: string): void {
     // detached: the pipeline gets its own process group, so a kill reaches every program in it.
-    const child = spawn("bash", ["-c", pipeline, "apertium", "-n", ""], { detached: true, stdio: ["pipe", "pipe", "pipe"] })
+    // nice wraps bash (it execs it: the same pid, the same process group), so every program of the
+    // pipeline starts below the main thread (engines/ChildNice.ts).
+    const [command, args] = nicedCommand("bash", ["-c", pipeline, "apertium", "-n", ""])
+    const child = spawn(command, args, { detached: true, stdio: ["pipe", "pipe", "pipe"] })
     this.#child = child
     this.#stdout = ""
     this.#stderr = ""

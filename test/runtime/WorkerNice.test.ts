@@ -19,8 +19,10 @@ const nicesOf = (nice: number | undefined, runs: number) =>
   })))
 
 const notLinux = process.platform !== "linux" && "nice per thread is Linux's"
+/** A runner already at nice 13 or more would see 7 steps capped at 19: nothing to tell apart. */
+const tooNice = getPriority() > 12 && "this process runs at nice > 12"
 
-t.test("workers run the given steps below the main thread, which keeps its priority", { skip: notLinux }, async (t) => {
+t.test("workers run the given steps below the main thread, which keeps its priority", { skip: notLinux || tooNice }, async (t) => {
   const before = getPriority()
   for (const nice of await nicesOf(7, 6)) t.equal(nice, Math.min(19, before + 7), "the worker thread is 7 steps lower")
   t.equal(getPriority(), before, "the main thread is untouched")
