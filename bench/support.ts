@@ -1,6 +1,6 @@
 /** Shared plumbing for the benchmarks: free ports, child processes that announce readiness. */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
+import { mkdtempSync, readFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -101,19 +101,11 @@ const statCpuSeconds = (stat: string): number => {
 /** CPU seconds of a process, all threads. */
 export const cpuSeconds = (pid: number): number => statCpuSeconds(readFileSync(`/proc/${pid}/stat`, "utf8"))
 
-/** CPU seconds of a process's main thread (its tid is its pid) and of all its other threads. */
+/**
+ * CPU seconds of a process's main thread (its tid is its pid) and of everything else in it: the
+ * process's total less the main thread, so threads that ended in between still count.
+ */
 export const threadCpuSeconds = (pid: number): { readonly main: number; readonly others: number } => {
-  let main = 0
-  let others = 0
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let seconds: number
-    try {
-      seconds = statCpuSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"))
-    } catch {
-      continue // a thread that ended while listed
-    }
-    if (Number(tid) === pid) main = seconds
-    else others += seconds
-  }
-  return { main, others }
+  const main = statCpuSeconds(readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8"))
+  return { main, others: cpuSeconds(pid) - main }
 }
