@@ -1,7 +1,14 @@
 /** Wire schemas of saved speakers (SPEC 2.7, endpoints 12-15). */
 import { Schema } from "effect"
 
-const Name = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200)).annotate({ description: "1 to 200 characters" })
+/**
+ * 1 to 200 characters, at least one of them not white space: a name of only spaces (or tabs,
+ * line breaks, no-break or ideographic spaces: JavaScript's `\s`, what `trim` removes) names
+ * nobody and would show as an empty label in results.
+ */
+const Name = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(200), Schema.isPattern(/\S/)).annotate({
+  description: "1 to 200 characters, not all white space"
+})
 
 export const EnrollSpeakerRequest = Schema.Struct({
   jobId: Schema.String.annotate({ description: "a succeeded job of the caller's, run with diarize and speaker_recognition" }),
