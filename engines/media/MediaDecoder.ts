@@ -1,15 +1,18 @@
 /**
- * Any audio or video file → 16 kHz mono s16le, by running the static ffmpeg binary of npm
- * `@ffmpeg-installer/ffmpeg` (a 2018 4.x snapshot) and streaming its stdout.
+ * Any audio or video file → 16 kHz mono s16le, by running ffmpeg (FfmpegBinary.ts: the
+ * system's, Debian's package, else npm's 2018 static build) through the hardened spawn
+ * (FfmpegChild.ts: whitelisted demuxers and protocols, CPU and memory limits) and streaming its
+ * stdout.
  *
  * This runs in the main process, one child process per request: ffmpeg is a program, not a
  * library, and the child does the CPU work off the event loop. Callers bound how many decodes
  * run at once (each ffmpeg is one more process, ~20–40 MB). Steps:
  *  1. sniff the first bytes (MediaType.ts); no known container → `NotMedia` without running
  *     ffmpeg (it would otherwise "decode" text with its tty demuxer);
- *  2. `ffmpeg -protocol_whitelist file -i file:<path> -map 0:a:0 -f s16le -ac 1 -ar 16000 -`:
- *     first audio stream only (video is demuxed, never decoded), no network or playlist
- *     references, channels averaged, ffmpeg's default resampler;
+ *  2. `ffmpeg -protocol_whitelist file -format_whitelist <demuxers> -i file:<path> -map 0:a:0
+ *     -f s16le -ac 1 -ar 16000 -`: first audio stream only (video is demuxed, never decoded), no
+ *     network, playlist or concat references, channels averaged, ffmpeg's default resampler;
+ *     RLIMIT_CPU of the wall-clock bound, RLIMIT_AS 1 GiB;
  *  3. stdout chunks are yielded as they arrive (`pcmChunks`), collected (`decodeMedia`, for
  *     short clips), or written to a spill file as they arrive (`decodeToFile`, for recordings of
  *     any length: ~1 s of PCM in memory at a time; `readSamples` reads a span back).
@@ -17,7 +20,8 @@
  * Error reasons and the HTTP statuses the protocol table gives them:
  *   NotMedia 415 · Damaged 400 (ffmpeg's message, paths removed) · NoAudio 400 (no audio stream,
  *   or nothing decoded) · TooLong 413 (past `maxDurationMs`) · TimedOut 504-ish (past
- *   `timeoutMs`) · Aborted (the caller's signal) · DecoderUnavailable 502 (binary missing).
+ *   `timeoutMs`, or its CPU time past the same number of seconds) · Aborted (the caller's
+ *   signal) · DecoderUnavailable 502 (binary missing).
  *
  * Measured behaviour of this ffmpeg on damage: an mp4/m4a cut short loses its `moov` atom (the
  * muxer writes it last) and fails ("moov atom not found") → Damaged. A truncated mp3, ogg, wav
@@ -27,13 +31,12 @@
  * codec frame: AAC pads to whole 1024-sample frames (+352 and +976 measured), Vorbis +336/+480;
  * mp3 (with its Xing/LAME header) and flac are exact.
  */
-import { spawn } from "node:child_process"
 import { open, type FileHandle } from "node:fs/promises"
-import { createRequire } from "node:module"
 import { endianness } from "node:os"
 import * as path from "node:path"
 import { bytesLEToInt16, concatInt16 } from "../audio/Pcm.ts"
-import { lowerChild } from "../ChildNice.ts"
+import { currentFfmpeg, describeFfmpeg } from "./FfmpegBinary.ts"
+import { CANNOT_RUN, DEFAULT_MEMORY_BYTES, inputArgs, spawnFfmpeg } from "./FfmpegChild.ts"
 import { detectContainer, SNIFF_BYTES, type MediaContainer } from "./MediaType.ts"
 
 export const DECODE_SAMPLE_RATE = 16000
@@ -59,8 +62,13 @@ export interface DecodeOptions {
   /** Longest audio accepted, ms; ffmpeg is stopped past it. Default 2 h (230 MB of PCM). */
   readonly maxDurationMs?: number
   readonly signal?: AbortSignal
-  /** ffmpeg binary; default the one from `@ffmpeg-installer/ffmpeg`. */
+  /** ffmpeg binary; default the one chosen at start-up (FfmpegBinary.ts). */
   readonly ffmpegPath?: string
+  /**
+   * Told the running total of samples each time a chunk arrives, before it is yielded (a
+   * caller's meter of decoded audio: it sees the samples of a decode that is then stopped too).
+   */
+  readonly onSamples?: (samples: number) => void
 }
 
 export const DECODE_DEFAULTS = { timeoutMs: 120_000, maxDurationMs: 2 * 3600_000 } as const
@@ -94,17 +102,11 @@ export const sniffFile = async (file: string): Promise<MediaContainer | undefine
   }
 }
 
-let installed: string | undefined
-
-/** Path of the npm-installed binary; its package throws a bare string when the binary is missing. */
+/** Path of the ffmpeg in use (FfmpegBinary.ts); DecoderUnavailable when there is none. */
 export const ffmpegBinary = (): string => {
-  if (installed !== undefined) return installed
-  try {
-    installed = (createRequire(import.meta.url)("@ffmpeg-installer/ffmpeg") as { path: string }).path
-    return installed
-  } catch (cause) {
-    throw new MediaError("DecoderUnavailable", `ffmpeg is missing (npm package @ffmpeg-installer/ffmpeg): ${String(cause)}`, { cause })
-  }
+  const choice = currentFfmpeg()
+  if (choice === undefined) throw new MediaError("DecoderUnavailable", describeFfmpeg(choice))
+  return choice.path
 }
 
 const STDERR_KEEP = 8192
@@ -140,14 +142,12 @@ export async function* pcmChunks(file: string, options: DecodeOptions = {}): Asy
   if (options.signal?.aborted) throw new MediaError("Aborted", "decoding was cancelled")
 
   const started = performance.now()
-  const child = spawn(binary, [
+  const child = spawnFfmpeg(binary, [
     "-nostdin", "-hide_banner", "-loglevel", "error",
-    "-protocol_whitelist", "file",
-    "-i", `file:${absolute}`, // the prefix keeps a name with ':' or a leading '-' from being read as anything else
+    ...inputArgs(absolute),
     "-map", "0:a:0", "-vn", "-sn", "-dn",
     "-f", "s16le", "-acodec", "pcm_s16le", "-ac", "1", "-ar", String(DECODE_SAMPLE_RATE), "-"
-  ], { stdio: ["ignore", "pipe", "pipe"] })
-  lowerChild(child)
+  ], { cpuSeconds: timeoutMs / 1000, memoryBytes: DEFAULT_MEMORY_BYTES })
 
   let stopped: MediaError | undefined
   const stop = (e: MediaError) => {
@@ -159,9 +159,9 @@ export async function* pcmChunks(file: string, options: DecodeOptions = {}): Asy
   child.stderr.on("data", (s: string) => {
     stderr = (stderr + s).slice(-STDERR_KEEP)
   })
-  const exited = new Promise<{ code: number | null; spawnError?: Error }>((resolve) => {
+  const exited = new Promise<{ code: number | null; signal?: NodeJS.Signals | null; spawnError?: Error }>((resolve) => {
     child.once("error", (spawnError) => resolve({ code: null, spawnError }))
-    child.once("close", (code) => resolve({ code }))
+    child.once("close", (code, signal) => resolve({ code, signal }))
   })
   const timer = setTimeout(() => stop(new MediaError("TimedOut", `decoding took longer than ${timeoutMs} ms`)), timeoutMs)
   const onAbort = () => stop(new MediaError("Aborted", "decoding was cancelled"))
@@ -191,6 +191,7 @@ export async function* pcmChunks(file: string, options: DecodeOptions = {}): Asy
       }
       const pcm = take()
       samples += pcm.length
+      options.onSamples?.(samples)
       if (samples > maxSamples) {
         stop(new MediaError("TooLong", `the audio is longer than ${maxSamples / DECODE_SAMPLE_RATE} s`))
         // Unread stdout would keep the child's "close" from ever firing: destroy it.
@@ -200,10 +201,14 @@ export async function* pcmChunks(file: string, options: DecodeOptions = {}): Asy
       if (pcm.length > 0) yield pcm
       if (next.done) break
     }
-    const { code, spawnError } = await exited
+    const { code, signal, spawnError } = await exited
     if (stopped !== undefined) throw stopped
     if (spawnError !== undefined) throw new MediaError("DecoderUnavailable", `ffmpeg could not start: ${spawnError.message}`, { cause: spawnError })
     const messages = cleanMessages(stderr, absolute)
+    // The limits wrapper (sh) exits 126/127 when it cannot set a limit or run the binary.
+    if (code !== null && CANNOT_RUN.has(code)) throw new MediaError("DecoderUnavailable", `ffmpeg could not start (${binary}): ${messages.slice(-1).join("") || `exit ${code}`}`)
+    // Not our kill (that set `stopped`): the kernel's, at the CPU limit (SIGXCPU, then SIGKILL).
+    if (signal === "SIGXCPU" || signal === "SIGKILL") throw new MediaError("TimedOut", `decoding was stopped at its limit of ${Math.ceil(timeoutMs / 1000)} s of CPU time`)
     if (code !== 0) {
       if (messages.some((m) => m.includes("matches no streams"))) throw new MediaError("NoAudio", `the ${container} file has no audio stream`)
       throw new MediaError("Damaged", `the ${container} file could not be decoded: ${messages.slice(-3).join("; ") || `ffmpeg exited with ${code}`}`)

@@ -6,6 +6,7 @@
  */
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { floatToInt16 } from "../../../engines/audio/Pcm.ts"
@@ -53,7 +54,19 @@ export const writeWav = (file: string, pcm: Int16Array, sampleRate = 16000): str
   return file
 }
 
-/** Runs the npm ffmpeg with `args` (quiet, overwriting); throws with its stderr on failure. */
+/**
+ * The ffmpeg that writes fixtures: npm's static build when installed (it has encoders Debian's
+ * lacks, AMR among them), else the one the service decodes with.
+ */
+const fixtureFfmpeg = (): string => {
+  try {
+    return (createRequire(import.meta.url)("@ffmpeg-installer/ffmpeg") as { path: string }).path
+  } catch {
+    return ffmpegBinary()
+  }
+}
+
+/** Runs the fixtures' ffmpeg with `args` (quiet, overwriting); throws with its stderr on failure. */
 export const ffmpeg = (args: ReadonlyArray<string>): void => {
-  execFileSync(ffmpegBinary(), ["-nostdin", "-hide_banner", "-loglevel", "error", "-y", ...args], { stdio: ["ignore", "ignore", "pipe"] })
+  execFileSync(fixtureFfmpeg(), ["-nostdin", "-hide_banner", "-loglevel", "error", "-y", ...args], { stdio: ["ignore", "ignore", "pipe"] })
 }
