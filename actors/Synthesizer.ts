@@ -8,6 +8,7 @@ import { Context, Effect, Layer, Metric } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
 import { languageInfo, PRESET_VOICES, type PresetVoice, resolveLanguage } from "../engines/tts/Voices.ts"
 import { piperPresets } from "./PiperVoices.ts"
+import { presetVoiceIn } from "../engines/tts/PresetTimbres.ts"
 import type { SynthesizeInput, SynthesizeOutput, SynthesizeSummary } from "../engines/tts/tasks.ts"
 import type { ExpressivePart } from "../engines/tts/ExpressiveTags.ts"
 import type { ExpressiveInput } from "../engines/tts/expressiveTasks.ts"
@@ -221,16 +222,20 @@ export const asOneBlock = <E, R>(whole: Effect.Effect<SynthesizeOutput, E, R>, o
 export const previewSentence = (language: string): string => languageInfo(language)?.sample ?? "Hello!"
 
 /**
- * A voice speaking another language (ISO 639-1, known to the catalogue): espeak voices keep their
- * variant (timbre), pitch and rate on that language's espeak voice; Flite voices (English only)
- * become espeak voices of their gender; Piper models are one language each and speak theirs.
- * A clone's plan is revoiced the same way, so its pitch, warp and EQ stay.
+ * A voice speaking another language (ISO 639-1, known to the catalogue). A catalogue preset takes
+ * its timbre in that language from engines/tts/PresetTimbres.ts: its own variant, pitch and rate
+ * on the language's espeak voice, moved just enough that no two presets sound the same there.
+ * Piper models are one language each and speak theirs. A clone's plan keeps its base voice's
+ * variant, pitch and rate (Flite bases: the espeak voice of their gender), and its warp and EQ.
  */
 export const revoice = (voice: ResolvedVoice, language: string, gender: string | undefined): ResolvedVoice => {
   const row = languageInfo(language)!
   const ev = voice.engineVoice
+  const preset = voice.clonePlan === undefined ? presetVoiceIn(voice.voiceId, language) : undefined
   let engineVoice: EngineVoice
-  if (ev.engine === "espeak") {
+  if (preset !== undefined) {
+    engineVoice = preset
+  } else if (ev.engine === "espeak") {
     const variant = ev.variant.split("+")[1]
     engineVoice = { ...ev, language, variant: variant === undefined ? row.espeak : `${row.espeak}+${variant}` }
   } else if (ev.engine === "flite") {

@@ -33,12 +33,10 @@ import { mulawEncode } from "../engines/audio/Mulaw.ts"
 import type { OutputFormat } from "../engines/audio/OutputFormat.ts"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import type { SynthesizeSummary } from "../engines/tts/tasks.ts"
-import { resolveLanguage } from "../engines/tts/Voices.ts"
 import { SPEED_MAX, SPEED_MIN } from "../engines/tts/TtsEngine.ts"
 import { Credits } from "../storage/Credits.ts"
 import { CreditPurpose, ttsCredits } from "./CreditPolicy.ts"
-import { SpeechError } from "../engines/tts/SpeechError.ts"
-import { type ResolvedVoice, revoice, Synthesizer } from "./Synthesizer.ts"
+import { type ResolvedVoice, Synthesizer } from "./Synthesizer.ts"
 import { forEachBlock } from "./SentenceStream.ts"
 import { payWithFirstFrame, Unpaid } from "./ChunkCharge.ts"
 import { type Chunk, takeChunks, toChunk } from "../engines/text/TextChunker.ts"
@@ -49,8 +47,6 @@ export type SessionMode = "single" | "multi"
 
 /** Hz of every audio frame of stream-input, and of multi-stream-input without output_format (SPEC 4.2: raw s16le, 24000 Hz, mono). */
 export const WS_SAMPLE_RATE = 24000
-/** Language of a session that names none (SPEC 4.2): Estonian, whatever the preset's own language. */
-export const WS_DEFAULT_LANGUAGE = "et"
 /** Text waiting for synthesis per session (buffers plus queued chunks), code points (SPEC 8's 8000). */
 export const MAX_PENDING_CHARS = 8000
 /** Open contexts per multi-context socket; contexts still finishing after close_context count up to twice this. */
@@ -81,34 +77,6 @@ export const chunksSynthesized = Metric.counter("tts_ws_chunks_synthesized_total
 })
 export const audioFramesSent = Metric.counter("tts_ws_audio_frames_sent_total", {
   description: "WebSocket audio frames handed to the socket"
-})
-
-/**
- * The voice a session speaks with (checked before the upgrade, so failures are HTTP statuses).
- * Clone ids are refused (SPEC 4.2). `language` is the query/header value or undefined.
- *
- * Language rule (SPEC 4.2, documented in the README): without a language every preset speaks
- * Estonian. With a language other than the preset's, the same preset speaks it: espeak presets keep their variant
- * (timbre), pitch and rate on that language's espeak voice; Flite presets (English only) become
- * espeak voices of their gender. An unknown language is a 400 before the upgrade.
- */
-export const resolveSessionVoice = Effect.fn("TtsSession.resolveVoice")(function*(voiceId: string, language: string | undefined) {
-  if (voiceId.startsWith("vc_")) {
-    return yield* new SpeechError({
-      reason: "CloneNotAllowed",
-      message: `voice clones cannot be used on the WebSocket endpoint; synthesize with POST /v1/text-to-speech/${voiceId} instead`
-    })
-  }
-  const synthesizer = yield* Synthesizer
-  const voice = yield* synthesizer.resolveVoice(voiceId)
-  const code = language === undefined || language.trim() === "" ? WS_DEFAULT_LANGUAGE : resolveLanguage(language)
-  if (code === undefined) {
-    return yield* new SpeechError({
-      reason: "InvalidRequest",
-      message: `unknown language "${language}"; give an ISO 639-1 code or an English name, e.g. "et" or "Estonian"`
-    })
-  }
-  return code === voice.language ? voice : revoice(voice, code, synthesizer.findVoice(voiceId)?.labels.gender)
 })
 
 export const clampSpeed = (speed: number): number => Math.min(SPEED_MAX, Math.max(SPEED_MIN, speed))

@@ -11,6 +11,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { POCKETSPHINX_DEFAULTS } from "../engines/asr/PocketSphinxAsr.ts"
 import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
+import { languageInfo, resolveLanguage } from "../engines/tts/Voices.ts"
 
 const mib = 1024 * 1024
 
@@ -35,6 +36,12 @@ const setting = <A>(
   defaultText: string,
   parse: Config.Config<A> | { config: Config.Config<A>; check: (a: A) => string | undefined }
 ): Setting<A> => (Config.isConfig(parse) ? { env, doc, defaultText, config: parse } : { env, doc, defaultText, ...parse })
+
+/** WS_DEFAULT_LANGUAGE as written ("preset", "EN", "English") → "preset" or a catalogue code; anything else as it was, for the check. */
+const sessionLanguage = (value: string): string => {
+  const v = value.trim().toLowerCase()
+  return v === "preset" ? v : resolveLanguage(v) ?? value
+}
 
 const logLevels = ["trace", "debug", "info", "warn", "error", "fatal", "none"] as const
 export type LogLevelName = (typeof logLevels)[number]
@@ -72,6 +79,10 @@ export const settings = {
   sttModelIdleReleaseS: setting("STT_MODEL_IDLE_RELEASE_S", "Speech-to-text models (PocketSphinx decoder ~90 MB, Silero VAD ~20 MB, per worker thread that used them) are given back after this long without use and load again on the next request (PocketSphinx ~0.6 s); 0 keeps them loaded, s", "60", intIn("STT_MODEL_IDLE_RELEASE_S", 60, 0, 86400)),
   piperVoicesDir: setting("PIPER_VOICES_DIR", "Directory of Piper voices (*.onnx + *.onnx.json); unset: Piper off", "(unset)", Config.option(Config.String("PIPER_VOICES_DIR"))),
   wsEnabled: setting("WS_ENABLED", "WebSocket text-to-speech sessions (stream-input, multi-stream-input); false answers their upgrades with 503", "true", Config.Boolean("WS_ENABLED").pipe(Config.withDefault(true))),
+  wsDefaultLanguage: setting("WS_DEFAULT_LANGUAGE", "Language of a WebSocket session that sends no language: an ISO 639-1 code (the spec's Estonian by default; every preset speaks it with its own timbre), or preset (each preset's own language, e.g. English for emma-en: what LiveKit and Pipecat agents, which send none, expect)", "et", {
+    config: Config.String("WS_DEFAULT_LANGUAGE").pipe(Config.withDefault("et"), Config.map(sessionLanguage)),
+    check: (v) => (v === "preset" || languageInfo(v) !== undefined ? undefined : `must be preset or a language of the catalogue (ISO 639-1 code or English name), got "${v}"`)
+  }),
   wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),
   sttMaxConcurrentDecodes: setting("STT_MAX_CONCURRENT_DECODES", "Speech-to-text files decoded (ffmpeg) at once; four times as many more may wait, past that requests get 503 server_busy", "2", intIn("STT_MAX_CONCURRENT_DECODES", 2, 1, 256)),
   urlFetchAllowPrivate: setting("URL_FETCH_ALLOW_PRIVATE", "Let speech-to-text fetch source URLs on private and loopback addresses (tests, private deployments)", "false", Config.Boolean("URL_FETCH_ALLOW_PRIVATE").pipe(Config.withDefault(false))),

@@ -324,6 +324,7 @@ export const startServer = Effect.gen(function*() {
     apiBase: config.apiBase,
     enabled: config.wsEnabled,
     idleTimeoutMs: config.wsIdleTimeoutS * 1000,
+    defaultLanguage: config.wsDefaultLanguage,
     authenticate,
     resourceMetadataUrl
   })

@@ -31,7 +31,8 @@
 import uWS from "@based/uws"
 import { Cause, Effect, FiberSet, type Fiber, type Scope } from "effect"
 import type { Synthesizer } from "../actors/Synthesizer.ts"
-import { resolveSessionVoice, runTtsSession, type SessionMode, type SessionOptions } from "../actors/TtsSession.ts"
+import { runTtsSession, type SessionMode, type SessionOptions } from "../actors/TtsSession.ts"
+import { resolveSessionVoice, type SessionDefaultLanguage } from "../actors/SessionVoice.ts"
 import { Inbox, type SessionEnd, type SessionOutput, type SessionSocket, SocketGone } from "../actors/TtsSessionMessages.ts"
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
 import { ApiError, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
@@ -49,6 +50,8 @@ export interface TtsWebSocketOptions {
   readonly enabled: boolean
   /** WS_IDLE_TIMEOUT_S in ms. */
   readonly idleTimeoutMs: number
+  /** WS_DEFAULT_LANGUAGE: a language code, or "preset" (each preset's own); the SPEC's "et" when absent. */
+  readonly defaultLanguage?: SessionDefaultLanguage
   readonly authenticate: Authenticate
   /** Where a 401's WWW-Authenticate points (HttpServerOptions.resourceMetadataUrl). */
   readonly resourceMetadataUrl?: () => string | undefined
@@ -264,7 +267,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
         try: () => inactivityTimeoutMs(query.get("inactivity_timeout") ?? undefined, options.idleTimeoutMs),
         catch: (e) => e
       })
-      const voice = yield* resolveSessionVoice(voiceId, language)
+      const voice = yield* resolveSessionVoice(voiceId, language, options.defaultLanguage)
       return { principal, voice, mode, format, idleTimeoutMs } satisfies Admitted
     })
 
