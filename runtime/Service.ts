@@ -91,6 +91,8 @@ export interface RunningService {
   readonly keys: ApiKeys["Service"]
   readonly credits: Credits["Service"]
   readonly webSessions: WebSessions["Service"]
+  /** The database, for tests that check what is stored (voiceprints, upload claims). */
+  readonly sql: SqlClient
 }
 
 /** Languages the TTS model reports: every language of the preset catalogue. */
@@ -375,7 +377,8 @@ export const startServer = Effect.gen(function*() {
     users,
     keys,
     credits,
-    webSessions
+    webSessions,
+    sql
   } satisfies RunningService
 })
 

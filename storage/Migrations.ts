@@ -16,6 +16,7 @@ import summaries from "./migrations/0006_summaries.ts"
 import site from "./migrations/0007_site.ts"
 import oauth from "./migrations/0008_oauth.ts"
 import rateBuckets from "./migrations/0009_rate_buckets.ts"
+import uploadClaims from "./migrations/0010_upload_claims.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
@@ -26,7 +27,8 @@ export const migrations = {
   "0006_summaries": summaries,
   "0007_site": site,
   "0008_oauth": oauth,
-  "0009_rate_buckets": rateBuckets
+  "0009_rate_buckets": rateBuckets,
+  "0010_upload_claims": uploadClaims
 }
 
 export const migrationsTable = "speech_migrations"

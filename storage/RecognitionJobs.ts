@@ -45,6 +45,8 @@ export interface JobRow {
   readonly max_bytes: string | number
   readonly upload_key: string
   readonly upload_bytes: string | number | null
+  /** The token of the PUT that holds the local store's upload address (migration 0010). */
+  readonly upload_claim: string | null
   readonly upload_expires_at: Date
   readonly source_url: string | null
   readonly options: JobOptions | null
@@ -138,8 +140,25 @@ export const makeRecognitionJobs = Effect.gen(function*() {
       sql<JobRow>`SELECT * FROM recognition_jobs WHERE user_id = ${userId} ORDER BY created_at DESC, id DESC LIMIT ${limit}`,
 
     /** The upload landed (the service received it); only while still `uploading`. */
-    markUploaded: (id: string, bytes: number) =>
-      sql`UPDATE recognition_jobs SET upload_bytes = ${bytes} WHERE id = ${id} AND state = 'uploading' RETURNING id`.pipe(
+    /**
+     * Takes the upload address of a job still waiting for its bytes, for the PUT holding
+     * `token`: one statement, so of any number of PUTs on any number of instances exactly one
+     * gets the row. Undefined when another PUT holds it, the upload landed, or the job left
+     * `uploading`.
+     */
+    claimUpload: (id: string, key: string, token: string) =>
+      sql<JobRow>`UPDATE recognition_jobs SET upload_claim = ${token}
+        WHERE id = ${id} AND upload_key = ${key} AND state = 'uploading' AND upload_bytes IS NULL AND upload_claim IS NULL
+        RETURNING *`.pipe(Effect.map(one)),
+
+    /** Gives the address back after a refused or broken PUT, so the client can try again. */
+    releaseUpload: (id: string, token: string) =>
+      sql`UPDATE recognition_jobs SET upload_claim = NULL WHERE id = ${id} AND upload_claim = ${token} AND upload_bytes IS NULL`,
+
+    /** Records the landed size, only for the PUT that holds the address (`claimUpload`). */
+    markUploaded: (id: string, token: string, bytes: number) =>
+      sql`UPDATE recognition_jobs SET upload_bytes = ${bytes}
+        WHERE id = ${id} AND state = 'uploading' AND upload_claim = ${token} AND upload_bytes IS NULL RETURNING id`.pipe(
         Effect.map((rows) => rows.length > 0)
       ),
 

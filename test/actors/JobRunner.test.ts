@@ -83,7 +83,8 @@ t.test("job runner", async (t) => {
     const id = newJobId()
     await db.run(blobs.put(`uploads/${id}`, new Uint8Array([1, 2, 3])))
     await db.run(jobs.reserve({ id, userId, clientAddress: null, filename: null, contentType: null, declaredBytes: null, maxBytes: 100, uploadKey: `uploads/${id}`, uploadExpiresAt: new Date(Date.now() + 60_000) }))
-    await db.run(jobs.markUploaded(id, 3))
+    await db.run(jobs.claimUpload(id, `uploads/${id}`, "put"))
+    await db.run(jobs.markUploaded(id, "put", 3))
     await db.run(jobs.start(id, { options: { diarize: false, timestampsGranularity: "word", additionalFormats: [] }, webhookId, webhookMetadata: { ref: 7 } }))
     return id
   }

@@ -53,7 +53,10 @@ for (const mode of modes) {
     }
     const started = async () => {
       const id = await queued()
-      t.ok(await run(jobs.markUploaded(id, 10)))
+      t.ok(await run(jobs.claimUpload(id, `uploads/${id}`, "put")), "the first PUT claims the address")
+      t.equal(await run(jobs.claimUpload(id, `uploads/${id}`, "other")), undefined, "a second PUT does not")
+      t.notOk(await run(jobs.markUploaded(id, "other", 10)), "nor can it record a size")
+      t.ok(await run(jobs.markUploaded(id, "put", 10)))
       t.ok(await run(jobs.start(id, { options, webhookId: null, webhookMetadata: null })))
       return id
     }
@@ -68,7 +71,7 @@ for (const mode of modes) {
       t.match(first?.transcription_id, /^tr_/)
       t.same(first?.webhook_metadata, { a: 1 })
       t.equal(await run(jobs.start(id, { options, webhookId: null, webhookMetadata: null })), undefined, "a second start changes nothing")
-      t.equal(await run(jobs.markUploaded(id, 5)), false, "an upload after start is refused")
+      t.equal(await run(jobs.claimUpload(id, `uploads/${id}`, "put")), undefined, "an upload after start is refused")
     })
 
     t.test("concurrent claims take each job once (SKIP LOCKED)", async (t) => {
