@@ -16,12 +16,16 @@
  * upload is stored (`requireCredit`); decodes run through a `DecodeGate`
  * (STT_MAX_CONCURRENT_DECODES at once, four times as many waiting, 503 past that).
  *
- * Credits: one per started second of decoded audio. One credit (the least any file costs) is
- * reserved before decoding, so a caller whose balance went to 0 during the upload is still
- * refused (402) before ffmpeg runs; the reservation grows to the decoded duration before
- * recognition (402 when the balance is short) and is settled when recognition succeeds, given
- * back when anything fails or is interrupted, and given back at the next start-up if the
- * process dies.
+ * Credits: one per started second of decoded audio. Before decoding (actors/SttPrepay.ts), one
+ * credit is reserved (a caller whose balance went to 0 during the upload starts no ffmpeg at
+ * all), then the reservation grows to the duration the file declares (a header read of
+ * milliseconds; 402 when the balance is short, before anything is decoded), and the decode is
+ * stopped as soon as its audio outgrows the reservation plus the balance beside it (402: a
+ * header that understates the length, or none). The reservation is then resized to the decoded
+ * duration before recognition (402 when the balance went short meanwhile) and settled when
+ * recognition succeeds, given back when anything fails or is interrupted, and given back at the
+ * next start-up if the process dies. A caller that settles in its own transaction (a job) is
+ * handed the reservation instead (`holdReservation`).
  */
 import { Context, Effect, Layer, Metric } from "effect"
 import type { SqlError } from "effect/sql/SqlError"
@@ -31,14 +35,16 @@ import { open } from "node:fs/promises"
 import * as path from "node:path"
 import { type PcmSource, Recognizer } from "../engines/asr/Recognizer.ts"
 import { TranscriptionError } from "../engines/asr/TranscriptionError.ts"
+import { DECODE_DEFAULTS, DECODE_SAMPLE_RATE } from "../engines/media/MediaDecoder.ts"
 import { MediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import type { EngineError, Priority } from "../engines/Inference.ts"
 import type { AccountsError } from "../storage/AccountsError.ts"
-import { Credits } from "../storage/Credits.ts"
+import { type CreditOrigin, Credits, type Reservation } from "../storage/Credits.ts"
 import type { Voiceprint } from "../storage/SavedSpeakers.ts"
 import { Users } from "../storage/Users.ts"
 import { CreditPurpose, STT_MIN_CHARGE_CREDITS, sttBelowMinimum, sttCredits } from "./CreditPolicy.ts"
 import { makeDecodeGate } from "./DecodeGate.ts"
+import { overBudget, prepay } from "./SttPrepay.ts"
 import { sttMetrics } from "./SttMetrics.ts"
 import type { TimedWord } from "./Transcript.ts"
 
@@ -48,18 +54,22 @@ export interface TranscribeOptions<E = never> {
   readonly language?: string | undefined
   readonly diarize: boolean
   readonly numSpeakers?: number | undefined
-  /**
-   * Account billed per audio second; null when nobody is billed here (anonymous jobs, and jobs
-   * whose runner bills in its own transaction through `onDecoded`).
-   */
+  /** Account billed per audio second; null when nobody is billed (anonymous). */
   readonly userId: string | null
+  /** Ledger origin of the reservation; default purpose `stt` and the request id. */
+  readonly origin?: CreditOrigin
+  /**
+   * Set by a caller that settles the reservation itself (a job, in its terminal transaction):
+   * told each reservation taken or resized, which the transcriber then never settles.
+   */
+  readonly holdReservation?: (reservation: Reservation) => void
   /** Pool lane of the recognition tasks; default batch (synchronous requests). */
   readonly priority?: Priority
   /** Told where the work is: the stage and the fraction of it done (0-1). */
   readonly onProgress?: (progress: RecognitionProgress) => Effect.Effect<void>
   /**
-   * Called once the decoded length is known, before recognition: a job checks its caps and
-   * reserves its credits here, and a failure ends the transcription before any recognition.
+   * Called once the decoded length is known (and paid for), before recognition: a job checks
+   * its caps here, and a failure ends the transcription before any recognition.
    */
   readonly onDecoded?: (durationMs: number) => Effect.Effect<void, E>
 }
@@ -147,6 +157,7 @@ export const TranscriberLive = (options: TranscriberOptions) =>
       // Listed from start-up, so a scrape reads 0 rather than nothing.
       yield* Effect.all([
         Metric.update(sttMetrics.decodesStarted, 0),
+        Metric.update(sttMetrics.decodedSeconds, 0),
         Metric.update(sttMetrics.decodesRefused, 0),
         Metric.update(sttMetrics.decodesActive, 0),
         Metric.update(sttMetrics.decodesWaiting, 0),
@@ -163,11 +174,16 @@ export const TranscriberLive = (options: TranscriberOptions) =>
       const transcribeFile = Effect.fn("Transcriber.transcribeFile")(function*<E>(file: string, request: TranscribeOptions<E>) {
         /** Credits to charge when the scope closes: set only once the transcript is complete. */
         let charged = 0
-        // Before any work (the balance may have changed while the upload arrived): one credit.
-        const reservation = request.userId === null ? undefined : yield* Effect.acquireRelease(
-          credits.reserve(request.userId, STT_MIN_CHARGE_CREDITS, { purpose: CreditPurpose.stt }),
-          (r) => credits.settle(r, charged).pipe(Effect.ignore)
-        )
+        /** The reservation, from when it is taken; settled here unless a holder took it. */
+        let reservation: Reservation | undefined
+        const holder = request.holdReservation
+        const hold = (r: Reservation) => Effect.sync(() => {
+          reservation = r
+          holder?.(r)
+        })
+        if (holder === undefined) {
+          yield* Effect.addFinalizer(() => (reservation === undefined ? Effect.void : credits.settle(reservation, charged).pipe(Effect.ignore)))
+        }
         let largestBufferBytes = 0
         const held = (bytes: number) => {
           largestBufferBytes = Math.max(largestBufferBytes, bytes)
@@ -183,16 +199,28 @@ export const TranscriberLive = (options: TranscriberOptions) =>
 
         // decodeMs is ffmpeg's own time (spawn to exit); a wait for a decode slot is not in it.
         yield* progress("decoding", 0)
-        const audio = yield* gate.run(
-          Effect.andThen(
-            Metric.update(sttMetrics.decodesStarted, 1),
-            decoder.decodeToFile(file, spillFile)
+        const maxMs = DECODE_DEFAULTS.maxDurationMs
+        const userId = request.userId
+        const audio = yield* gate.run(Effect.gen(function*() {
+          // Paid for before it is decoded: the declared duration, then a decode bounded by the balance.
+          const budgetMs = userId === null ? maxMs : (yield* prepay(credits, users.balance, {
+            userId,
+            declared: decoder.probeDurationMs(file),
+            maxMs,
+            origin: request.origin ?? { purpose: CreditPurpose.stt },
+            hold
+          })).budgetMs
+          yield* Metric.update(sttMetrics.decodesStarted, 1)
+          let decoded = 0
+          return yield* decoder.decodeToFile(file, spillFile, { maxDurationMs: Math.min(maxMs, budgetMs), onSamples: (n) => void (decoded = n) }).pipe(
+            Effect.catchTag("TranscriptionError", (e) => Effect.fail(e.reason === "TooLong" && budgetMs < maxMs ? overBudget(budgetMs) : e)),
+            Effect.ensuring(Effect.suspend(() => Metric.update(sttMetrics.decodedSeconds, decoded / DECODE_SAMPLE_RATE)))
           )
-        )
+        }))
         yield* held(audio.largestChunkBytes)
         const decodeMs = audio.decodeMs
         const seconds = sttCredits(audio.durationMs)
-        if (reservation !== undefined) yield* credits.resize(reservation, seconds)
+        if (reservation !== undefined) yield* Effect.uninterruptible(Effect.flatMap(credits.resize(reservation, seconds), hold))
         if (request.onDecoded !== undefined) yield* request.onDecoded(audio.durationMs)
 
         const handle = yield* Effect.acquireRelease(Effect.promise(() => open(spillFile, "r")), (h) => Effect.promise(() => h.close()))

@@ -50,7 +50,9 @@ t.test("transcription credits with fake engines", async (t) => {
         return { container: "wav", samples: SAMPLES, warnings: [], decodeMs: 1, file: spillFile, durationMs: (SAMPLES * 1000) / 16000, largestChunkBytes: 32_000 }
       }),
     // Reading the spill back is plain file I/O: the real one.
-    readSamples: FfmpegMediaDecoder.make.readSamples
+    readSamples: FfmpegMediaDecoder.make.readSamples,
+    // No declared duration: the minimum is reserved before decoding, as for a headerless file.
+    probeDurationMs: () => Effect.succeed(undefined)
   })
   // The fake recognizer reads the user's reservation through the transcriber's own Credits.
   const recognizer = Layer.effect(Recognizer, Effect.map(Credits, (credits) =>
