@@ -109,6 +109,11 @@ interface Context {
   speed: number
   /** Characters (code points) of queued Speak work not yet taken by the producer. */
   queuedChars: number
+  /**
+   * Flushes asked for whose flushDone is not yet sent: raised when one is queued, lowered in the
+   * same step as its frame is written. A cancel owes the client this many (see `cancel`).
+   */
+  flushesOwed: number
 }
 
 export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: SessionOptions) {
@@ -213,6 +218,15 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
             break
           }
           case "FlushDone":
+            // Written and counted in one step, so a cancel interrupting this fiber sees it as sent
+            // exactly when it was (waiting for a slow reader happens before, interruptibly).
+            yield* socket.ready
+            yield* Effect.sync(() => {
+              socket.sendNow({ _tag: "FlushDone", contextId: ctx.id })
+              ctx.flushesOwed--
+              lastActivity = now()
+            })
+            break
           case "Cancelled":
             yield* send({ _tag: result._tag, contextId: ctx.id })
             break
@@ -243,7 +257,8 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
         work: yield* Queue.bounded<Work>(WORK_QUEUE_CAPACITY),
         buffer: "",
         speed: from?.speed ?? 1,
-        queuedChars: 0
+        queuedChars: 0,
+        flushesOwed: 0
       }
       live.add(ctx)
       contexts.set(id ?? "", ctx)
@@ -271,6 +286,7 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
       return violation("too_many_messages", `more than ${WORK_QUEUE_CAPACITY} requests wait in this context; wait for flushDone`, ctx.id)
     }
     if (work._tag === "Speak") ctx.queuedChars += countCharacters(work.chunk.raw)
+    if (work._tag === "FlushDone") ctx.flushesOwed++
     return undefined
   }
 
@@ -298,12 +314,21 @@ export const runTtsSession = Effect.fn("TtsSession.run")(function*(options: Sess
     return speakAll(ctx, chunks)
   }
 
-  /** Drops the context's buffered and queued speech and interrupts its synthesis; acks in order. */
+  /**
+   * Drops the context's buffered and queued speech and interrupts its synthesis. Every flush asked
+   * for before the cancel still gets its flushDone (its audio will never come, so it is done),
+   * then the cancel is acknowledged: clients that wait for flushDone never hang on a cancel.
+   * Which flushes those are used to depend on timing (queued markers were dropped with the queue).
+   */
   const cancel = (ctx: Context) =>
     Effect.gen(function*() {
       yield* FiberMap.remove(fibers, ctx.key)
       live.delete(ctx)
       const fresh = yield* openContext(ctx.id, ctx)
+      for (let i = 0; i < ctx.flushesOwed; i++) {
+        const e = enqueue(fresh, { _tag: "FlushDone" })
+        if (e !== undefined) return e
+      }
       return enqueue(fresh, { _tag: "Cancelled" })
     })
 

@@ -81,7 +81,13 @@ export class SocketGone extends Data.TaggedError("SocketGone")<{}> {}
 export interface SessionSocket {
   /** Sends a message once the client has read enough of what is already queued. */
   readonly send: (output: SessionOutput) => Effect.Effect<void, SocketGone>
-  /** Sends at once, for the last message before the end; may exceed the backpressure bound once. */
+  /**
+   * Resumes once the client has read enough of what is queued that a `sendNow` of a small frame
+   * keeps within the backpressure bound. For markers whose sending must be one step with the
+   * session's bookkeeping (a flushDone counted as sent): wait here, then `sendNow` in one sync.
+   */
+  readonly ready: Effect.Effect<void, SocketGone>
+  /** Sends at once, for the last message before the end and for markers after `ready`; may exceed the backpressure bound by that frame. */
   readonly sendNow: (output: SessionOutput) => void
   /** Closes the socket; a no-op once closed. */
   readonly end: (end: SessionEnd) => void

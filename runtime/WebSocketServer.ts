@@ -129,6 +129,13 @@ class Connection implements SessionSocket {
       return Effect.void
     })
 
+  /** Resumes once the buffered bytes are at or under SEND_LOW_WATER (the gate `send` waits at), writing nothing. */
+  readonly ready: Effect.Effect<void, SocketGone> = Effect.suspend(() => {
+    const ws = this.ws
+    if (this.closed || this.ending || ws === undefined) return Effect.fail(new SocketGone())
+    return ws.getBufferedAmount() > SEND_LOW_WATER ? Effect.andThen(this.drained, this.ready) : Effect.void
+  })
+
   /** Resumes on the next `drain` (or close); the caller re-checks. */
   private readonly drained = Effect.callback<void>((resume) => {
     const wake = () => resume(Effect.void)

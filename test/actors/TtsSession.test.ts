@@ -39,7 +39,12 @@ interface Harness {
  * interrupted when `body` ends (a no-op if it has ended).
  */
 const withSession = <A>(
-  options: { readonly mode: SessionMode; readonly idleTimeoutMs?: number; readonly synthesize?: (r: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError> },
+  options: {
+    readonly mode: SessionMode
+    readonly idleTimeoutMs?: number
+    readonly synthesize?: (r: SynthesisRequest) => Effect.Effect<SynthesizeOutput, SpeechError>
+    readonly socketGate?: Effect.Effect<void>
+  },
   body: (h: Harness) => Effect.Effect<A>
 ): Promise<A> => {
   const debits: Array<number> = []
@@ -47,6 +52,7 @@ const withSession = <A>(
   return withRecordingSession({
     mode: options.mode,
     ...(options.idleTimeoutMs !== undefined ? { idleTimeoutMs: options.idleTimeoutMs } : {}),
+    ...(options.socketGate !== undefined ? { socketGate: options.socketGate } : {}),
     synthesizeStream: (r, onBlock) => asOneBlock(synthesize(r), onBlock),
     credits: { debit: (_userId: string, amount: number) => Effect.sync(() => debits.push(amount)) },
     describe: (failure) => ({ code: "failed", message: String((failure as { message?: unknown }).message) })
@@ -77,7 +83,7 @@ t.test("flush: the buffered text is synthesized, its audio sent and debited, the
   t.same(end, { kind: "Normal", reason: "end of stream" })
 })
 
-t.test("cancel mid-stream: the running synthesis is interrupted, nothing of it is sent or debited, the cancel is acknowledged", async (t) => {
+t.test("cancel mid-stream: the running synthesis is interrupted, nothing of it is sent or debited, its flush is done, the cancel is acknowledged", async (t) => {
   let calls = 0
   let interrupted = false
   const started = Effect.runSync(Deferred.make<void>())
@@ -97,10 +103,47 @@ t.test("cancel mid-stream: the running synthesis is interrupted, nothing of it i
       return { outputs: h.outputs, end: yield* Deferred.await(h.ended), debits: h.debits }
     }))
   t.ok(interrupted, "the synthesis in flight was interrupted")
-  t.same(tags(outputs), ["Cancelled", "Audio", "FlushDone", "Final"], "no audio and no flushDone of the cancelled speech")
-  t.equal((outputs[1] as Extract<SessionOutput, { _tag: "Audio" }>).text, "Uus. ")
+  // Issue 38: the flush before the cancel lost its flushDone; a client waiting for it hung.
+  t.same(tags(outputs), ["FlushDone", "Cancelled", "Audio", "FlushDone", "Final"], "no audio of the cancelled speech; its flush is done, then the ack")
+  t.equal((outputs[2] as Extract<SessionOutput, { _tag: "Audio" }>).text, "Uus. ")
   t.same(debits, [4], "only the speech delivered is debited")
   t.same(end, { kind: "Normal", reason: "end of stream" })
+})
+
+t.test("cancel with flushes pending (multi): every flush of the context gets its flushDone before the ack; other contexts go on", async (t) => {
+  const started = Effect.runSync(Deferred.make<void>())
+  const outputs = await withSession({
+    mode: "multi",
+    synthesize: (r) => (r.text.startsWith("Ei") ? Effect.andThen(Deferred.succeed(started, undefined), Effect.never) : Effect.succeed(fakeOutput(r)))
+  }, (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ contextId: "a", text: "Ei jõua kuulajani. ", flush: true })
+      yield* Deferred.await(started)
+      yield* h.send({ contextId: "a", text: "Ka see mitte. ", flush: true }) // queued behind the synthesis
+      yield* h.send({ contextId: "b", text: "Teine. ", flush: true })
+      yield* h.send({ contextId: "a", cancel: true })
+      yield* h.send({ closeSocket: true })
+      yield* Deferred.await(h.ended)
+      return h.outputs
+    }))
+  const of = (id: string) => outputs.filter((o) => o.contextId === id).map((o) => o._tag)
+  t.same(of("a"), ["FlushDone", "FlushDone", "Cancelled", "Final"], "both flushes done, then the ack; no audio of the cancelled speech")
+  t.same(of("b"), ["Audio", "FlushDone", "Final"])
+})
+
+t.test("cancel while a flushDone waits for a client that is not reading: it is sent once, before the ack", async (t) => {
+  const gate = Effect.runSync(Deferred.make<void>())
+  const outputs = await withSession({ mode: "single", socketGate: Deferred.await(gate) }, (h) =>
+    Effect.gen(function*() {
+      yield* h.send({ flush: true }) // nothing buffered: the flushDone alone, held by the socket
+      yield* h.send({ cancel: true })
+      yield* Deferred.succeed(gate, undefined)
+      yield* settle
+      yield* h.send({ text: "" })
+      yield* Deferred.await(h.ended)
+      return h.outputs
+    }))
+  t.same(tags(outputs), ["FlushDone", "Cancelled", "Final"])
 })
 
 t.test("close_socket mid-stream (multi): audio in flight is still delivered, then isFinal per context and a normal close", async (t) => {

@@ -50,6 +50,8 @@ export interface RecordingSessionOptions {
   /** The parts of Credits a session uses (debit, refund, covers). */
   readonly credits: Partial<Credits["Service"]>
   readonly idleTimeoutMs?: number
+  /** A client that is not reading: every send (and `ready`) waits for this first. */
+  readonly socketGate?: Effect.Effect<void>
   readonly describe: (failure: unknown) => { readonly code: string; readonly message: string }
 }
 
@@ -75,8 +77,10 @@ export const withRecordingSession = <A>(options: RecordingSessionOptions, body: 
     const inbox = Inbox.make()
     const outputs: Array<SessionOutput> = []
     const ended = yield* Deferred.make<SessionEnd>()
+    const gate = options.socketGate ?? Effect.void
     const socket: SessionSocket = {
-      send: (output) => Effect.sync(() => void outputs.push(output)),
+      send: (output) => Effect.andThen(gate, Effect.sync(() => void outputs.push(output))),
+      ready: gate,
       sendNow: (output) => void outputs.push(output),
       end: (end) => void Deferred.doneUnsafe(ended, Exit.succeed(end))
     }
