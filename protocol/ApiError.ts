@@ -169,13 +169,27 @@ const rows: Readonly<Record<string, Mapping | undefined>> = table
 export const errorTable = (): ReadonlyArray<readonly [string, Mapping]> => Object.entries(table)
 
 /**
- * Turns any failure into the ApiError to send. Returns `internal: true` when the cause must be
- * logged as a fault rather than as a client mistake. A 5xx that asks the client to retry
- * (Retry-After: a full queue, a shutdown) is load shedding doing its job, not a fault: under
- * overload a stack trace per refused request would flood the log.
+ * How a failure is logged (HttpExchange `failed`):
+ * - `defect`: nothing in the table knows it (a bug of ours): at error, with its stack;
+ * - `outage`: a 5xx the table maps (the database or the disk gone, an engine failing): expected
+ *   in operation, at warn as one line with its reason, no stack (a database cut would otherwise
+ *   write a stack per request);
+ * - `refusal`: the client's mistake (4xx) or load shedding (a 5xx with Retry-After): at debug,
+ *   since anyone can cause as many as they like.
  */
-export const toApiError = (failure: unknown): { error: ApiError; internal: boolean } => {
-  if (failure instanceof ApiError) return { error: failure, internal: failure.status >= 500 && failure.headers?.["retry-after"] === undefined }
+export type FailureKind = "defect" | "outage" | "refusal"
+
+/**
+ * Turns any failure into the ApiError to send: `internal` is true for every 5xx but load
+ * shedding, `kind` says how it is logged. A 5xx that
+ * asks the client to retry (Retry-After: a full queue, a shutdown) is load shedding doing its
+ * job, not a fault: under overload a stack trace per refused request would flood the log.
+ */
+export const toApiError = (failure: unknown): { error: ApiError; internal: boolean; kind: FailureKind } => {
+  if (failure instanceof ApiError) {
+    const internal = failure.status >= 500 && failure.headers?.["retry-after"] === undefined
+    return { error: failure, internal, kind: internal ? "defect" : "refusal" }
+  }
   const tagged = failure as { _tag?: unknown; reason?: unknown; message?: unknown }
   if (typeof tagged?._tag === "string") {
     // Effect's SqlError carries its reason as a tagged object, not a string.
@@ -186,10 +200,11 @@ export const toApiError = (failure: unknown): { error: ApiError; internal: boole
         ? tagged.message
         : row.publicMessage ?? genericMessage(row.status)
       const headers = row.retryAfterS === undefined ? {} : { headers: { "retry-after": String(row.retryAfterS) } }
-      return { error: new ApiError({ status: row.status, code: row.code, message, ...headers }), internal: row.status >= 500 && row.retryAfterS === undefined }
+      const internal = row.status >= 500 && row.retryAfterS === undefined
+      return { error: new ApiError({ status: row.status, code: row.code, message, ...headers }), internal, kind: internal ? "outage" : "refusal" }
     }
   }
-  return { error: new ApiError({ status: 500, code: "internal_error", message: genericMessage(500) }), internal: true }
+  return { error: new ApiError({ status: 500, code: "internal_error", message: genericMessage(500) }), internal: true, kind: "defect" }
 }
 
 const genericMessage = (status: number): string =>

@@ -95,6 +95,10 @@ export class Exchange implements RequestContext, HttpRequest {
     })
     // Both credential headers, naming different keys: refused like a repeated one.
     this.malformed ??= conflictingCredentials(headers)
+    // The query's counterpart of the rules for path parameters (Router) and JSON strings
+    // (decode.ts): PostgreSQL text cannot hold NUL and no parameter has a use for it, so one
+    // check here covers every route, the ones that read `query` directly (OAuth) included.
+    if (this.rawQuery.includes("%00")) this.malformed ??= badRequest("the query string contains a NUL character (%00)")
     this.requestId = validRequestId(headers["x-request-id"]) ?? bridge.nextRequestId()
     if (methodsWithBody.has(this.method)) {
       const lengthHeader = headers["content-length"]
@@ -199,11 +203,16 @@ export class Exchange implements RequestContext, HttpRequest {
 
 export const failed = (x: Exchange, cause: Cause.Cause<unknown>): Effect.Effect<number> => {
   if (Cause.hasInterruptsOnly(cause)) return Effect.interrupt
-  const { error, internal } = toApiError(Cause.squash(cause))
-  const fields = { requestId: x.requestId, route: x.routeLabel, method: x.method }
-  const log = internal
+  const failure = Cause.squash(cause)
+  const { error, kind } = toApiError(failure)
+  const fields = { requestId: x.requestId, route: x.routeLabel, method: x.method, status: error.status, code: error.code }
+  // Only a defect gets a stack (see FailureKind): anything a client or an outage can cause at
+  // will is one short line, or the log is theirs to fill.
+  const log = kind === "defect"
     ? Effect.logError("request failed", { ...fields, cause: Cause.pretty(cause) })
-    : Effect.logDebug("request rejected", { ...fields, status: error.status, code: error.code })
+    : kind === "outage"
+    ? Effect.logWarning("request failed", { ...fields, reason: failureReason(failure) })
+    : Effect.logDebug("request rejected", fields)
   return Effect.as(log, 0).pipe(Effect.map(() => {
     if (x.aborted) return 499
     if (x.headSent) {
@@ -218,6 +227,13 @@ export const failed = (x: Exchange, cause: Cause.Cause<unknown>): Effect.Effect<
     sendError(x, error, false)
     return error.status
   }))
+}
+
+/** The first line of a failure's message, bounded: what an outage's warning says instead of a stack. */
+const failureReason = (failure: unknown): string => {
+  const m = (failure as { message?: unknown } | null)?.message
+  const text = typeof m === "string" && m !== "" ? m : String((failure as { _tag?: unknown } | null)?._tag ?? failure)
+  return text.split("\n", 1)[0]!.slice(0, 300)
 }
 
 const statusEffects = new Map<number, Effect.Effect<number>>()

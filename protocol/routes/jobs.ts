@@ -15,7 +15,7 @@ import { BlobStore } from "../../storage/BlobStore.ts"
 import { deliveryOfJob, Webhooks } from "../../storage/Webhooks.ts"
 import { type JobRow, newJobId, RecognitionJobs, TERMINAL_STATES } from "../../storage/RecognitionJobs.ts"
 import { ApiError, badRequest, notFound, unsupportedMediaType } from "../ApiError.ts"
-import { decodeQuery, optionalJsonObject } from "../decode.ts"
+import { decodeQuery, optionalJsonObject, parseJson } from "../decode.ts"
 import { type Principal, Reply, type RequestContext, type Route } from "../Http.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
 import {
@@ -348,11 +348,9 @@ export const queueWebhookTranscription = (
     if (hook === undefined) return yield* notFound(`no active webhook ${webhookId}`, "webhook_not_found")
     let metadata: unknown = null
     if (fields.webhook_metadata !== undefined && fields.webhook_metadata.trim() !== "") {
-      try {
-        metadata = JSON.parse(fields.webhook_metadata)
-      } catch {
-        return yield* badRequest("webhook_metadata must be JSON")
-      }
+      const parsed = parseJson(fields.webhook_metadata)
+      if (!parsed.ok) return yield* badRequest(`webhook_metadata must be JSON: ${parsed.message}`)
+      metadata = parsed.value
     }
     if ("file" in media) {
       const head = yield* Effect.promise(async () => {

@@ -13,6 +13,7 @@
 import { Effect } from "effect"
 import type { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { randomUUID } from "node:crypto"
+import { parseJson } from "../decode.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
 import type { RequestAuth } from "../mcp/McpTools.ts"
 import type { Principal } from "../../storage/ApiKeys.ts"
@@ -114,11 +115,10 @@ export const mcpRoutes = (o: McpRouteOptions): ReadonlyArray<Route<any>> => {
       // The body is parsed here (within MAX_BODY_BYTES) so the SDK's own 4 MB cap does not apply.
       let parsedBody: unknown
       if (body !== undefined && body.byteLength > 0) {
-        try {
-          parsedBody = JSON.parse(new TextDecoder().decode(body))
-        } catch {
-          return jsonRpcError(400, "the body is not JSON")
-        }
+        // The API's rule for JSON bodies (decode.ts): tool arguments reach the same storage.
+        const parsed = parseJson(new TextDecoder().decode(body))
+        if (!parsed.ok) return jsonRpcError(400, `the body is refused: ${parsed.message}`)
+        parsedBody = parsed.value
       }
       const auth: RequestAuth = { principal, run }
       const response = yield* Effect.promise(() =>

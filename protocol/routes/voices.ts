@@ -22,7 +22,7 @@ import { MAX_NAME_CHARS, VoiceCloning } from "../../actors/VoiceCloning.ts"
 import type { PresetVoice } from "../../engines/tts/Voices.ts"
 import type { VoiceCloneRow } from "../../storage/VoiceClones.ts"
 import { ApiError, badRequest, notFound, unauthorized } from "../ApiError.ts"
-import { decodeQuery } from "../decode.ts"
+import { decodeQuery, parseJson } from "../decode.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
 import { withMultipart } from "../MultipartForm.ts"
 import { ErrorBody } from "../schemas/ErrorBody.ts"
@@ -220,12 +220,9 @@ const DeleteVoiceResponse = Schema.Struct({ status: Schema.String }).annotate({ 
 /** `labels` as the SDK sends it: a JSON object; values become strings. */
 export const parseLabels = (raw: string | undefined): Effect.Effect<Record<string, string>, ApiError> => {
   if (raw === undefined || raw.trim() === "") return Effect.succeed({})
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(raw)
-  } catch {
-    return Effect.fail(badRequest("labels must be a JSON object, e.g. {\"accent\": \"british\"}"))
-  }
+  const json = parseJson(raw)
+  if (!json.ok) return Effect.fail(badRequest(`labels must be a JSON object, e.g. {"accent": "british"}: ${json.message}`))
+  const parsed = json.value
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     return Effect.fail(badRequest("labels must be a JSON object, e.g. {\"accent\": \"british\"}"))
   }

@@ -11,6 +11,7 @@ import * as net from "node:net"
 import t from "tap"
 import { startTestService } from "../support/service.ts"
 import { isolatedDatabaseUrl } from "../support/database.ts"
+import { captureLog } from "../support/logCapture.ts"
 
 const pg = process.env.DATABASE_URL
 if (pg === undefined || pg === "") {
@@ -62,7 +63,8 @@ if (pg === undefined || pg === "") {
   const url = new URL(await isolatedDatabaseUrl(t, pg))
   url.hostname = "127.0.0.1"
   url.port = String(link.port)
-  const service = await startTestService(t, { DATABASE_URL: url.toString() })
+  // warn: the outage's one line is seen, and a stack written at error would be too.
+  const service = await startTestService(t, { DATABASE_URL: url.toString(), LOG_LEVEL: "warn" })
   const user = await service.newUser(1_000)
   t.teardown(() => link.cut().catch(() => {}))
 
@@ -73,8 +75,15 @@ if (pg === undefined || pg === "") {
     t.equal((await get("/user/subscription", user.apiKey)).status, 200, "works while the database is there")
     await link.cut()
     // The balance is never cached: this reads the database.
-    const res = await get("/user/subscription", user.apiKey)
+    const requestId = "outage-1"
+    const { result: res, lines } = await captureLog(() =>
+      fetch(`${service.base}/user/subscription`, { headers: { "xi-api-key": user.apiKey, "x-request-id": requestId } }))
     t.equal(res.status, 503, "503 while the database is unreachable")
+    // An outage is expected in operation: one warning per request, no stack (issue 38 item 5).
+    const logged = lines.filter((l) => l.requestId === requestId)
+    t.match(logged, [{ level: "warn", status: 503, code: "database_unavailable", reason: String }], "one warning naming the outage")
+    t.equal(logged.length, 1)
+    t.notOk(logged.some((l) => l.cause !== undefined || /\n\s+at /.test(JSON.stringify(l))), "no stack")
     const body = await res.json() as { detail: { status: string; message: string } }
     t.equal(body.detail.status, "database_unavailable")
     t.notMatch(body.detail.message, /ECONNREFUSED|127\.0\.0\.1|postgres/i, "no connection details leak")
