@@ -122,10 +122,17 @@ export const socketCredentialRequired = () =>
 
 /**
  * The WWW-Authenticate value of every 401 (SPEC 7: it points at the protected-resource metadata
- * when the site's URL is known).
+ * when the site's URL is known). `tokenRefused`: the request carried a bearer token and it was
+ * refused (unknown, revoked, expired), which RFC 6750 3.1 says as `error="invalid_token"`, so
+ * a client knows to refresh or authorize again rather than that it forgot the header.
  */
-export const authenticateChallenge = (resourceMetadataUrl: string | undefined): string =>
-  resourceMetadataUrl === undefined ? "Bearer" : `Bearer resource_metadata="${resourceMetadataUrl}"`
+export const authenticateChallenge = (resourceMetadataUrl: string | undefined, tokenRefused = false): string => {
+  const params = [
+    ...(tokenRefused ? ["error=\"invalid_token\"", "error_description=\"the access token is unknown, revoked or expired\""] : []),
+    ...(resourceMetadataUrl === undefined ? [] : [`resource_metadata="${resourceMetadataUrl}"`])
+  ]
+  return params.length === 0 ? "Bearer" : `Bearer ${params.join(", ")}`
+}
 
 const anonymous = Effect.succeed(null)
 

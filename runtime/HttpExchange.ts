@@ -8,7 +8,7 @@ import type uWS from "@based/uws"
 import { Cause, Effect, type Fiber } from "effect"
 import { randomBytes } from "node:crypto"
 import { ApiError, badRequest, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
-import { authenticateChallenge, conflictingCredentials, isCredentialHeader } from "../protocol/Authorization.ts"
+import { authenticateChallenge, bearerToken, conflictingCredentials, isCredentialHeader } from "../protocol/Authorization.ts"
 import type { BodyReader, HttpRequest, Principal, Reply, RequestContext, ResponseWriter } from "../protocol/Http.ts"
 import type { HttpServerOptions } from "./HttpServer.ts"
 import type { HttpMetrics } from "./Metrics.ts"
@@ -40,9 +40,9 @@ export class Bridge {
     return `${this.idPrefix}-${(++this.idCounter).toString(36)}`
   }
 
-  /** The WWW-Authenticate value of a 401. */
-  challenge(): string {
-    return authenticateChallenge(this.resourceMetadataUrl())
+  /** The WWW-Authenticate value of a 401; `tokenRefused`: a bearer token was presented. */
+  challenge(tokenRefused: boolean): string {
+    return authenticateChallenge(this.resourceMetadataUrl(), tokenRefused)
   }
 }
 
@@ -256,7 +256,7 @@ const writeHead = (res: uWS.HttpResponse, status: number, requestId: string, hea
 
 export const sendError = (x: Exchange, error: ApiError, closeConnection: boolean) => {
   const headers: Record<string, string> = { "content-type": "application/json", ...error.headers }
-  if (error.status === 401) headers["www-authenticate"] = x.bridge.challenge()
+  if (error.status === 401) headers["www-authenticate"] = x.bridge.challenge(bearerToken(x.headers["authorization"]) !== undefined)
   deliver(x, error.status, headers, errorBody(error), closeConnection)
 }
 

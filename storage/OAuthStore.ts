@@ -77,6 +77,8 @@ export type Refreshed =
   | { readonly _tag: "Invalid" }
   /** A rotated token was presented again: the family is revoked. */
   | { readonly _tag: "Reused" }
+  /** The scope asked is wider than the refresh token's; the token is left unspent. */
+  | { readonly _tag: "InvalidScope" }
 
 export const secretHash = (secret: string) => createHash("sha256").update(secret, "utf8").digest()
 const random = (prefix: string, bytes = 32) => `${prefix}${randomBytes(bytes).toString("base64url")}`
@@ -93,7 +95,11 @@ export class OAuthStore extends Context.Service<OAuthStore, {
   readonly redeemCode: (code: string) => Effect.Effect<Redeemed, SqlError>
   readonly issue: (grantId: string, scopes: string, withRefresh: boolean, codeHash?: Uint8Array) => Effect.Effect<IssuedTokens, SqlError>
   readonly accessToken: (token: string) => Effect.Effect<TokenInfo | undefined, SqlError>
-  readonly refresh: (token: string, clientId: string) => Effect.Effect<Refreshed, SqlError>
+  /**
+   * RFC 6749 6: `scopes` (the request's `scope`), when given, narrows the new access token; the
+   * new refresh token keeps the scope of the one it replaces, so a later refresh may widen back.
+   */
+  readonly refresh: (token: string, clientId: string, scopes?: ReadonlyArray<string>) => Effect.Effect<Refreshed, SqlError>
   /** RFC 7009: revokes the token (a refresh token: its family) if the client owns it. */
   readonly revoke: (token: string, clientId: string) => Effect.Effect<void, SqlError>
   readonly grants: (userId: string) => Effect.Effect<ReadonlyArray<GrantInfo>, SqlError>
@@ -121,7 +127,8 @@ export const oauthStoreLayer = (options: OAuthStoreOptions = {}): Layer.Layer<OA
   const tokenInfo = (r: { user_id: string; client_id: string; grant_id: string; scopes: string }): TokenInfo =>
     ({ userId: r.user_id, clientId: r.client_id, grantId: r.grant_id, scopes: split(r.scopes) })
 
-  const issue = Effect.fn("OAuthStore.issue")(function*(grantId: string, scopes: string, withRefresh: boolean, codeHash?: Uint8Array, family?: string) {
+  /** `refreshScopes`: the new refresh token's, when it differs from the access token's (a narrowed refresh). */
+  const issue = Effect.fn("OAuthStore.issue")(function*(grantId: string, scopes: string, withRefresh: boolean, codeHash?: Uint8Array, family?: string, refreshScopes?: string) {
     const fam = family ?? random("fam_", 12)
     const accessToken = random(ACCESS_PREFIX)
     yield* sql`INSERT INTO oauth_tokens (token_hash, kind, grant_id, family, code_hash, scopes, expires_at)
@@ -130,7 +137,7 @@ export const oauthStoreLayer = (options: OAuthStoreOptions = {}): Layer.Layer<OA
     if (withRefresh) {
       refreshToken = random(REFRESH_PREFIX)
       yield* sql`INSERT INTO oauth_tokens (token_hash, kind, grant_id, family, code_hash, scopes, expires_at)
-                 VALUES (${secretHash(refreshToken)}, 'refresh', ${grantId}, ${fam}, ${codeHash ?? null}, ${scopes}, now() + make_interval(secs => ${REFRESH_TTL_S}))`
+                 VALUES (${secretHash(refreshToken)}, 'refresh', ${grantId}, ${fam}, ${codeHash ?? null}, ${refreshScopes ?? scopes}, now() + make_interval(secs => ${REFRESH_TTL_S}))`
     }
     return { accessToken, refreshToken, expiresIn: accessTtlS, scopes } satisfies IssuedTokens
   })
@@ -207,8 +214,16 @@ export const oauthStoreLayer = (options: OAuthStoreOptions = {}): Layer.Layer<OA
         WHERE t.token_hash = ${secretHash(token)} AND t.kind = 'access' AND t.revoked_at IS NULL AND t.expires_at > now() AND g.revoked_at IS NULL`
       return rows[0] === undefined ? undefined : tokenInfo(rows[0])
     }),
-    refresh: Effect.fn("OAuthStore.refresh")(function*(token, clientId) {
+    refresh: Effect.fn("OAuthStore.refresh")(function*(token, clientId, asked) {
       const hash = secretHash(token)
+      if (asked !== undefined) {
+        // Checked before the token is spent: a refused scope must not cost the client its chain.
+        // A token's scopes never change, so reading them apart from the UPDATE below races nothing.
+        const held = yield* sql<{ scopes: string }>`
+          SELECT t.scopes FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id
+          WHERE t.token_hash = ${hash} AND t.kind = 'refresh' AND g.client_id = ${clientId}`
+        if (held[0] !== undefined && !asked.every((x) => split(held[0]!.scopes).includes(x))) return { _tag: "InvalidScope" } satisfies Refreshed
+      }
       const won = yield* sql<{ user_id: string; client_id: string; grant_id: string; scopes: string; family: string }>`
         UPDATE oauth_tokens t SET used_at = now() FROM oauth_grants g
         WHERE t.token_hash = ${hash} AND t.kind = 'refresh' AND t.used_at IS NULL AND t.revoked_at IS NULL AND t.expires_at > now()
@@ -217,8 +232,9 @@ export const oauthStoreLayer = (options: OAuthStoreOptions = {}): Layer.Layer<OA
       const r = won[0]
       if (r !== undefined) {
         // The old access tokens of the family stay valid until they expire; the old refresh token is spent.
-        const tokens = yield* issue(r.grant_id, r.scopes, true, undefined, r.family)
-        return { _tag: "Ok", tokens, info: tokenInfo(r) } satisfies Refreshed
+        const scopes = asked === undefined ? r.scopes : [...new Set(asked)].join(" ")
+        const tokens = yield* issue(r.grant_id, scopes, true, undefined, r.family, r.scopes)
+        return { _tag: "Ok", tokens, info: tokenInfo({ ...r, scopes }) } satisfies Refreshed
       }
       const seen = yield* sql<{ family: string; used_at: Date | null; recent: boolean }>`
         SELECT t.family, t.used_at, t.used_at > now() - make_interval(secs => ${REUSE_GRACE_S}) AS recent

@@ -164,7 +164,12 @@ export const oauthRoutes = (o: OAuthRouteOptions): ReadonlyArray<Route<OAuthStor
         return tokenResponse(tokens, yield* idTokenFor(c.userId, client.clientId, scopes, c.nonce))
       }
       if (grantType === "refresh_token") {
-        const refreshed = yield* store.refresh(form.get("refresh_token") ?? "", client.clientId)
+        // RFC 6749 6: a `scope` may narrow the new access token, never widen it.
+        const asked = form.get("scope")
+        const scopes = asked === null ? undefined : asked.split(" ").filter((x) => x !== "")
+        if (scopes !== undefined && scopes.length === 0) return oauthError(400, "invalid_scope", "scope is empty: leave it out to keep the granted scope")
+        const refreshed = yield* store.refresh(form.get("refresh_token") ?? "", client.clientId, scopes)
+        if (refreshed._tag === "InvalidScope") return oauthError(400, "invalid_scope", "the scope asked is wider than the refresh token's")
         if (refreshed._tag === "Reused") return oauthError(400, "invalid_grant", "this refresh token was used already: every token of its chain is revoked")
         if (refreshed._tag === "Invalid") return oauthError(400, "invalid_grant", "unknown, expired or revoked refresh token")
         return tokenResponse(refreshed.tokens, yield* idTokenFor(refreshed.info.userId, client.clientId, refreshed.info.scopes, undefined))
