@@ -2,8 +2,11 @@
  * Signing in and out of the site, and signing up when the operator opened it (SIGNUP=open).
  *
  * - Sign-in checks the e-mail and password (argon2id, storage/Passwords.ts); a wrong e-mail and
- *   a wrong password get the same answer in the same time (an unknown e-mail is verified against
- *   a decoy hash). Limits (token buckets, `SignInLimits`), checked before the password: every
+ *   a wrong password get the same answer in the same time: both take the same steps in the same
+ *   order (the address limit, one lookup, the account limit, one argon2 verify, the failure
+ *   counted), an unknown e-mail against a decoy hash of the same parameters made at start-up, and
+ *   a hash of older parameters is replaced on its next sign-in so users' hashes cost what the
+ *   decoy costs. Limits (token buckets, `SignInLimits`), checked before the password: every
  *   attempt per client address; failed attempts per account, keyed by the account found (so
  *   spellings the database folds together, "İ" and "i", share one bucket), or by the e-mail as
  *   typed when there is none. A success costs the account nothing, so a stranger's failures
@@ -22,7 +25,7 @@ import { clearSessionCookie, LOGIN_CSRF_COOKIE, sessionCookie, setCookie } from 
 import { contentSecurityPolicy, csrfField, esc, htmlReply, message, page, redirect } from "../site/Html.ts"
 import { redirectUriProblem } from "../oauth/OAuthRequests.ts"
 import { checkCsrf, readForm, safeNext, signedIn } from "../site/SiteSession.ts"
-import { decoyHash, hashPassword, passwordProblem, verifyPassword } from "../../storage/Passwords.ts"
+import { decoyHash, hashPassword, needsRehash, passwordProblem, prepareDecoy, verifyPassword } from "../../storage/Passwords.ts"
 import { Users } from "../../storage/Users.ts"
 import { WebSessions } from "../../storage/WebSessions.ts"
 
@@ -65,6 +68,8 @@ const loginToken = (ctx: RequestContext) => {
 }
 
 export const siteAuthRoutes = (o: SiteAuthOptions): ReadonlyArray<Route<Users | WebSessions>> => {
+  // Made now, at start-up, so no sign-in pays for it (storage/Passwords.ts).
+  void prepareDecoy()
   const loginCookie = (token: string) => setCookie(LOGIN_CSRF_COOKIE, token, { secure: o.secureCookies, maxAgeS: 3600 })
 
   const signInPage = (ctx: RequestContext, status: number, problem?: string, email = "") => {
@@ -109,6 +114,8 @@ ${o.signup === "open" ? `<p>No account yet? <a href="/sign-up">Sign up</a>.</p>`
         yield* Effect.logInfo("sign-in refused", { address: ctx.request.remoteAddress })
         return signInPage(ctx, 401, "That e-mail and password do not match an account.", email)
       }
+      // Only the right password gets here, so this extra work tells nothing about which e-mails exist.
+      if (needsRehash(user.passwordHash!)) yield* (yield* Users).setPasswordHash(user.userId, yield* hashPassword(password))
       yield* Effect.logInfo("signed in", { userId: user.userId })
       return yield* startSession(user.userId, safeNext(ctx.request.query.get("next")))
     })
