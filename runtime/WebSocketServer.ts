@@ -37,9 +37,9 @@ import { Inbox, type SessionEnd, type SessionOutput, type SessionSocket, SocketG
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
 import { ApiError, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
 import { type Authenticate, authenticateChallenge, insufficientScope, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
-import { CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
+import { CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
 import { inactivityTimeoutMs, sessionFormat } from "../protocol/ws/SessionQuery.ts"
-import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame } from "../protocol/ws/TtsFrames.ts"
+import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame, textFramePayload } from "../protocol/ws/TtsFrames.ts"
 import { ApiKeys, type Principal } from "../storage/ApiKeys.ts"
 import type { Credits } from "../storage/Credits.ts"
 
@@ -377,7 +377,10 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
             }
             // Copy out of the ArrayBuffer now: uWS neuters it when this callback returns. The
             // session gets the decoded message; the inbox counts the frame's characters.
-            const frame = isBinary ? undefined : Buffer.from(message).toString("utf8")
+            const frame = isBinary ? undefined : textFramePayload(message)
+            if (!isBinary && frame === undefined) {
+              return conn.abort(CLOSE_INVALID_DATA, "invalid UTF-8", errorFrame("invalid_message", "a text frame must be UTF-8 (RFC 6455)"))
+            }
             const input = frame === undefined ? binaryFrame : decodeClientFrame(frame)
             if (!conn.inbox.offer(input, frame?.length ?? 0)) {
               conn.abort(CLOSE_POLICY, "too many messages", errorFrame("too_many_messages", "frames arrive faster than the session reads them"))

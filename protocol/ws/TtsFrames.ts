@@ -32,6 +32,23 @@ const optionalBoolean = (o: Record<string, unknown>, key: string): boolean | str
 const unreadable = (message: string): UnreadableInput => ({ _tag: "Unreadable", message })
 
 /** A binary frame: the endpoints speak JSON text frames only. */
+/** Fatal: invalid UTF-8 throws instead of becoming U+FFFD; a leading BOM is kept, as Buffer's decoding kept it. */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/**
+ * A text frame's payload as a string, or undefined when it is not UTF-8 (RFC 6455 section 8.1:
+ * the endpoint closes with 1007). The uWS build in use checks UTF-8 itself and drops such a
+ * connection before any callback sees the frame (README, known issue), so this answers only
+ * where a build hands the bytes over; decoding them leniently would turn them into U+FFFD text.
+ */
+export const textFramePayload = (bytes: ArrayBuffer | Uint8Array): string | undefined => {
+  try {
+    return strictUtf8.decode(bytes)
+  } catch {
+    return undefined
+  }
+}
+
 export const binaryFrame: UnreadableInput = unreadable("binary frames are not accepted; send JSON text frames")
 
 /** A decoded frame, or `Unreadable` with the reason it is malformed (sent back in an `invalid_message` error). */

@@ -4,7 +4,7 @@
  */
 import t from "tap"
 import { CLOSE_NORMAL, CLOSE_POLICY, CLOSE_SERVER_ERROR, closeCode } from "../../../protocol/ws/CloseCodes.ts"
-import { binaryFrame, decodeClientFrame, encodeOutput, MAX_CONTEXT_ID_CHARS } from "../../../protocol/ws/TtsFrames.ts"
+import { binaryFrame, decodeClientFrame, encodeOutput, MAX_CONTEXT_ID_CHARS, textFramePayload } from "../../../protocol/ws/TtsFrames.ts"
 
 t.test("decode: fields of a frame; unknown fields ignored; null is absent", async (t) => {
   t.same(decodeClientFrame(JSON.stringify({ text: "Tere ", flush: true, voice_settings: { speed: 1.5 }, context_id: "c", xi_api_key: "k", text_extra: 1 })), {
@@ -44,6 +44,21 @@ t.test("decode: malformed frames are Unreadable with the reason", async (t) => {
   t.equal(reason(JSON.stringify({ context_id: "x".repeat(MAX_CONTEXT_ID_CHARS + 1) })), `context_id must be a string of 1 to ${MAX_CONTEXT_ID_CHARS} characters`)
   t.equal(reason(JSON.stringify({ flush: "yes" })), "flush must be a boolean")
   t.same(binaryFrame, { _tag: "Unreadable", message: "binary frames are not accepted; send JSON text frames" })
+})
+
+t.test("textFramePayload: UTF-8 is decoded as sent; anything else is undefined (the server closes with 1007), never U+FFFD text", async (t) => {
+  const bytes = (...b: Array<number>) => new Uint8Array(b)
+  t.equal(textFramePayload(Buffer.from('{"text":"Tere 👋 sõber"}')), '{"text":"Tere 👋 sõber"}')
+  t.equal(textFramePayload(bytes(0xef, 0xbb, 0xbf, 0x7b, 0x7d)), "\uFEFF{}", "a leading BOM is kept, as before")
+  t.equal(textFramePayload(bytes()), "")
+  const invalid: Record<string, Uint8Array> = {
+    "a stray byte": bytes(0x7b, 0xff, 0x7d),
+    "an overlong NUL": bytes(0xc0, 0x80),
+    "a UTF-16 surrogate": bytes(0xed, 0xa0, 0x80),
+    "past U+10FFFF": bytes(0xf4, 0x90, 0x80, 0x80),
+    "a truncated sequence": bytes(0x7b, 0xe2, 0x82)
+  }
+  for (const [name, b] of Object.entries(invalid)) t.equal(textFramePayload(b), undefined, name)
 })
 
 t.test("encode: single-stream control frames carry audio: null; multi-context ones carry contextId and no audio", async (t) => {
