@@ -48,3 +48,12 @@ t.test("SPEAKER_EMBEDDING_DIR is checked when the configuration is read", async 
   const error = await load({ SPEAKER_EMBEDDING_DIR: "/nonexistent/speaker-model" }).then(() => undefined, (e: Error) => e)
   t.match(error?.message, /SPEAKER_EMBEDDING_DIR: SPEAKER_EMBEDDING_DIR \/nonexistent\/speaker-model has no speaker-embedding\.json/)
 })
+
+t.test("WS_DEFAULT_LANGUAGE: the spec's et by default; preset, a code or an English name; anything else is refused", async (t) => {
+  t.equal((await load({})).wsDefaultLanguage, "et")
+  t.equal((await load({ WS_DEFAULT_LANGUAGE: "Preset" })).wsDefaultLanguage, "preset")
+  t.equal((await load({ WS_DEFAULT_LANGUAGE: "English" })).wsDefaultLanguage, "en")
+  t.equal((await load({ WS_DEFAULT_LANGUAGE: "de-AT" })).wsDefaultLanguage, "de")
+  const error = await load({ WS_DEFAULT_LANGUAGE: "Klingon" }).then(() => undefined, (e: Error) => e)
+  t.match(error?.message, /WS_DEFAULT_LANGUAGE: must be preset or a language of the catalogue/)
+})
