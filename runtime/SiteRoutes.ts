@@ -27,6 +27,11 @@ import * as path from "node:path"
 /** Failed sign-ins per account: 5, then one every 12 s; attempts per client address: 30, then one every 2 s. */
 const PER_ACCOUNT = { name: "signin_account", perSecond: 1 / 12, burst: 5 }
 const PER_ADDRESS = { name: "signin_address", perSecond: 1 / 2, burst: 30 }
+/**
+ * OAuth client registrations per client address: 10, then one a minute. A real client registers
+ * once (an MCP client once per server); this bounds what an anonymous caller can make us store.
+ */
+export const OAUTH_REGISTRATIONS = { name: "oauth_register", perSecond: 1 / 60, burst: 10 }
 
 /** A failure of a page (a bad form, an expired CSRF token, the database down) as a page in words. */
 const asPage = <R>(route: Route<R>): Route<R> => ({
@@ -63,7 +68,8 @@ export const siteRoutes = (config: AppConfigShape, siteUrl: () => string, openAp
   ].map((r) => asPage<SiteServices>(r))
   // The OAuth endpoints answer programs in JSON (RFC 6749 errors); only the browser-facing
   // authorization endpoint turns failures into pages.
-  const oauth: Array<Route<SiteServices>> = oauthRoutes({ siteUrl }).map((r) => (r.path.endsWith("/authorize") ? asPage<SiteServices>(r) : r))
+  const registrationLimiter = new RateLimiter(sql, OAUTH_REGISTRATIONS)
+  const oauth: Array<Route<SiteServices>> = oauthRoutes({ siteUrl, registrationLimiter }).map((r) => (r.path.endsWith("/authorize") ? asPage<SiteServices>(r) : r))
   const mcp = mcpRoutes({ siteUrl, version, tmpDir: path.join(config.dataDir, "tmp"), allowPrivateUrls: config.urlFetchAllowPrivate, maxSessions: MCP_MAX_SESSIONS, idleMs: MCP_IDLE_MS })
   return [...pages, ...oauth, ...mcp]
 }

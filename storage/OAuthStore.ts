@@ -7,8 +7,12 @@
  * a rotated one presented again revokes its whole family). A grant is what the user consented to
  * for a client; revoking it revokes every token issued under it, at once (tokens are looked up on
  * every request, never trusted from a signature).
+ *
+ * Registration is anonymous, so a client no user ever granted anything (no row in oauth_grants,
+ * live or revoked) is deleted `UNUSED_CLIENT_TTL_S` after it registered: every instance sweeps
+ * hourly (the DELETE is safe to run concurrently). A client someone consented to is kept.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
 import type { SqlError } from "effect/sql/SqlError"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
@@ -18,6 +22,10 @@ export const CODE_TTL_S = 300
 /** Default lifetime of an access token, s (OAUTH_ACCESS_TTL_S). */
 export const ACCESS_TTL_S = 3600
 export const REFRESH_TTL_S = 30 * 24 * 3600
+/** How long a registered client may go without any user granting it access before it is deleted, s. */
+export const UNUSED_CLIENT_TTL_S = 24 * 3600
+/** How often each instance sweeps unused clients, ms. */
+const SWEEP_EVERY_MS = 3600_000
 /** A rotated refresh token presented again within this many seconds is a race, not a theft. */
 const REUSE_GRACE_S = 2
 
@@ -87,6 +95,11 @@ const split = (scopes: string) => scopes.split(" ").filter((s) => s !== "")
 export class OAuthStore extends Context.Service<OAuthStore, {
   readonly registerClient: (c: { name: string; redirectUris: ReadonlyArray<string>; authMethod: string }) => Effect.Effect<{ clientId: string; clientSecret: string | undefined }, SqlError>
   readonly findClient: (clientId: string) => Effect.Effect<OAuthClient | undefined, SqlError>
+  /**
+   * Deletes clients registered over `olderThanS` seconds ago (by the database clock) that no
+   * user ever granted access; how many. Run hourly by the layer; tests call it directly.
+   */
+  readonly sweepUnusedClients: (olderThanS?: number) => Effect.Effect<number, SqlError>
   /** The live grant of the user for the client (what they consented to before), if any. */
   readonly liveGrant: (userId: string, clientId: string) => Effect.Effect<{ grantId: string; scopes: ReadonlyArray<string> } | undefined, SqlError>
   /** Records consent to `scopes` (added to what the grant had); the grant id. */
@@ -144,7 +157,22 @@ export const oauthStoreLayer = (options: OAuthStoreOptions = {}): Layer.Layer<OA
 
   const revokeFamily = (family: string) => sql`UPDATE oauth_tokens SET revoked_at = now() WHERE family = ${family} AND revoked_at IS NULL`
 
+  const sweepUnusedClients = Effect.fn("OAuthStore.sweepUnusedClients")(function*(olderThanS: number = UNUSED_CLIENT_TTL_S) {
+    const gone = yield* sql`
+      DELETE FROM oauth_clients c
+      WHERE c.created_at < now() - make_interval(secs => ${olderThanS})
+        AND NOT EXISTS (SELECT 1 FROM oauth_grants g WHERE g.client_id = c.id)
+      RETURNING c.id`
+    if (gone.length > 0) yield* Effect.logInfo("unused OAuth clients removed", { count: gone.length })
+    return gone.length
+  })
+  yield* Effect.forkScoped(Effect.repeat(
+    sweepUnusedClients().pipe(Effect.catchCause((cause) => Effect.logWarning("sweeping unused OAuth clients failed", { reason: String(cause).split("\n", 1)[0] }))),
+    Schedule.spaced(SWEEP_EVERY_MS)
+  ))
+
   return OAuthStore.of({
+    sweepUnusedClients: (olderThanS) => sweepUnusedClients(olderThanS),
     registerClient: Effect.fn("OAuthStore.registerClient")(function*(c) {
       const clientId = random("cli_", 16)
       const clientSecret = c.authMethod === "none" ? undefined : random("ocs_")

@@ -9,7 +9,9 @@ import { Effect } from "effect"
 import { type Reply, Reply as R, type RequestContext, type Route } from "../Http.ts"
 import { SCOPES, SCOPE_NAMES } from "../oauth/OAuthScopes.ts"
 import { publishedKeys, signIdToken } from "../oauth/IdTokens.ts"
-import { checkAuthorization, clientAuthenticated, pkceMatches, presentedClient, redirectUriProblem, redirectWith } from "../oauth/OAuthRequests.ts"
+import { checkRegistration, MAX_REGISTRATION_BYTES } from "../oauth/ClientRegistration.ts"
+import { checkAuthorization, clientAuthenticated, pkceMatches, presentedClient, redirectWith } from "../oauth/OAuthRequests.ts"
+import type { RateLimiter } from "../RateLimiter.ts"
 import { bearerToken } from "../Authorization.ts"
 import { contentSecurityPolicy, csrfField, esc, htmlReply, message, page, redirect } from "../site/Html.ts"
 import { checkCsrf, readForm, signedIn } from "../site/SiteSession.ts"
@@ -26,6 +28,8 @@ const oauthError = (status: number, error: string, description: string, headers:
 
 export interface OAuthRouteOptions {
   readonly siteUrl: () => string
+  /** Client registrations per client address (shared by every instance on the database). */
+  readonly registrationLimiter: RateLimiter
 }
 
 export const oauthRoutes = (o: OAuthRouteOptions): ReadonlyArray<Route<OAuthStore | Users | WebSessions>> => {
@@ -177,37 +181,35 @@ export const oauthRoutes = (o: OAuthRouteOptions): ReadonlyArray<Route<OAuthStor
       return oauthError(400, "unsupported_grant_type", "grant_type is authorization_code or refresh_token")
     })
 
+  /**
+   * RFC 7591. Anonymous, so bounded (ClientRegistration.ts) and limited per address; only a
+   * registration that would be stored takes from the limit, a refused one costs nothing.
+   */
   const register = (ctx: RequestContext) =>
     Effect.gen(function*() {
-      const bytes = yield* ctx.body.bytes(64 * 1024)
-      let meta: Record<string, unknown>
-      try {
-        const parsed = JSON.parse(new TextDecoder().decode(bytes)) as unknown
-        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new Error("not an object")
-        meta = parsed as Record<string, unknown>
-      } catch {
-        return oauthError(400, "invalid_client_metadata", "the body must be a JSON object of client metadata (RFC 7591)")
+      const read = yield* Effect.result(ctx.body.bytes(MAX_REGISTRATION_BYTES))
+      if (read._tag === "Failure") {
+        if (read.failure.status !== 413) return yield* Effect.fail(read.failure)
+        return oauthError(400, "invalid_client_metadata", `the registration body is over ${MAX_REGISTRATION_BYTES} bytes`)
       }
-      const uris = meta.redirect_uris
-      if (!Array.isArray(uris) || uris.length === 0 || uris.length > 10) return oauthError(400, "invalid_redirect_uri", "redirect_uris: one to ten URIs")
-      for (const u of uris) {
-        const problem = redirectUriProblem(u)
-        if (problem !== undefined) return oauthError(400, "invalid_redirect_uri", problem)
+      const checked = checkRegistration(new TextDecoder().decode(read.success))
+      if (checked._tag === "Refused") return oauthError(400, checked.error, checked.description)
+      const decision = yield* o.registrationLimiter.take(`addr:${ctx.request.remoteAddress}`)
+      if (!decision.allowed) {
+        yield* Effect.logInfo("OAuth registration refused: rate limit", { address: ctx.request.remoteAddress })
+        const { perSecond, burst } = o.registrationLimiter.options
+        return oauthError(429, "too_many_requests", `at most ${burst} registrations from one address, then one every ${Math.round(1 / perSecond)} s; retry in ${decision.retryAfterS} s`, { "retry-after": String(decision.retryAfterS) })
       }
-      const method = meta.token_endpoint_auth_method ?? "client_secret_basic"
-      if (method !== "none" && method !== "client_secret_basic" && method !== "client_secret_post") {
-        return oauthError(400, "invalid_client_metadata", "token_endpoint_auth_method is none, client_secret_basic or client_secret_post")
-      }
-      const name = typeof meta.client_name === "string" && meta.client_name.trim() !== "" ? meta.client_name.trim().slice(0, 100) : "Unnamed application"
-      const made = yield* (yield* OAuthStore).registerClient({ name, redirectUris: uris as Array<string>, authMethod: method })
+      const { name, redirectUris, authMethod } = checked
+      const made = yield* (yield* OAuthStore).registerClient({ name, redirectUris, authMethod })
       yield* Effect.logInfo("OAuth client registered", { clientId: made.clientId, name })
       return R.json(201, {
         client_id: made.clientId,
         ...(made.clientSecret !== undefined ? { client_secret: made.clientSecret, client_secret_expires_at: 0 } : {}),
         client_id_issued_at: Math.floor(Date.now() / 1000),
         client_name: name,
-        redirect_uris: uris,
-        token_endpoint_auth_method: method,
+        redirect_uris: redirectUris,
+        token_endpoint_auth_method: authMethod,
         grant_types: ["authorization_code", "refresh_token"],
         response_types: ["code"]
       }, NO_STORE)
