@@ -144,7 +144,9 @@ t.test("missing, malformed and unknown keys give 401 with WWW-Authenticate", asy
   for (const [headers, code] of cases) {
     const res = await fetch(`${base}/whoami`, { headers })
     await expectError(t, res, 401, code)
-    t.equal(res.headers.get("www-authenticate"), 'Bearer resource_metadata="http://site.test/.well-known/oauth-protected-resource"')
+    // A refused bearer token also says invalid_token (RFC 6750 3.1); a key in xi-api-key is not a bearer token.
+    const refused = headers.authorization !== undefined ? 'error="invalid_token", error_description="the access token is unknown, revoked or expired", ' : ""
+    t.equal(res.headers.get("www-authenticate"), `Bearer ${refused}resource_metadata="http://site.test/.well-known/oauth-protected-resource"`)
   }
 })
 
@@ -342,6 +344,12 @@ t.test("a 5xx that asks for a retry is load shedding, logged without a stack; ot
   t.equal(toApiError({ _tag: "SqlError", reason: { _tag: "ConnectionError" }, message: "down" }).internal, true)
   t.equal(toApiError(new ApiError({ status: 502, code: "engine_failed", message: "m" })).internal, true)
   t.equal(toApiError(new Error("x")).internal, true)
+  // How each is logged (issue 38 item 5): only a defect gets a stack.
+  t.equal(toApiError({ _tag: "EngineError", reason: "QueueFull", message: "busy" }).kind, "refusal")
+  t.equal(toApiError({ _tag: "SqlError", reason: { _tag: "ConnectionError" }, message: "down" }).kind, "outage")
+  t.equal(toApiError({ _tag: "AccountsError", reason: "InsufficientCredits", message: "out" }).kind, "refusal")
+  t.equal(toApiError(new ApiError({ status: 400, code: "invalid_request", message: "m" })).kind, "refusal")
+  t.equal(toApiError(new Error("x")).kind, "defect")
 })
 
 t.test("a client that hangs up after a large upload interrupts the work on it", async (t) => {
