@@ -9,8 +9,9 @@
  * its pool tasks and ffmpeg. The claim loop wakes on `kick` (a job was started here), when a
  * job ends, and every `pollMs` (jobs started on other instances, leases that expired).
  *
- * Money and the outbox go with the state: credits are reserved when decoding has measured the
- * length, and the terminal UPDATE, the settlement (charge on success, give back otherwise) and
+ * Money and the outbox go with the state: credits are reserved by the transcriber before it
+ * decodes (the declared duration, then the decoded one: actors/SttPrepay.ts) and handed to the
+ * runner (`holdReservation`), and the terminal UPDATE, the settlement (charge on success, give back otherwise) and
  * the webhook delivery row are one transaction. A crash before it leaves the job `running`
  * under a lease that expires, the reservation to the dead-instance sweeper, and no delivery:
  * the job is claimed again and runs from the start. Anonymous jobs are free, bounded by
@@ -34,7 +35,7 @@ import { BlobStore } from "../storage/BlobStore.ts"
 import { Credits, type Reservation } from "../storage/Credits.ts"
 import { type JobRow, type Outcome, RecognitionJobs } from "../storage/RecognitionJobs.ts"
 import { insertDelivery, newEventId } from "../storage/Webhooks.ts"
-import { insertJobVoiceprints, SavedSpeakers, type Voiceprint } from "../storage/SavedSpeakers.ts"
+import { SavedSpeakers } from "../storage/SavedSpeakers.ts"
 import { annotateSpeakers, matchVoiceprints } from "./SpeakerRecognition.ts"
 import { CreditPurpose, sttCredits } from "./CreditPolicy.ts"
 import { RecognitionJobError } from "./RecognitionJobError.ts"
@@ -74,6 +75,12 @@ export interface JobRunnerOptions {
   readonly deliveryWritten: Effect.Effect<void>
   /** Voiceprint similarity that names a saved speaker: the speaker embedding's (SpeakerModel.ts). */
   readonly matchThreshold: number
+  /**
+   * How long a succeeded job with speaker recognition keeps its audio so that its speakers can
+   * be enrolled (SPEAKER_ENROLL_WINDOW_MINUTES), ms; 0 keeps none. Its voiceprints are never
+   * kept: they are biometric data, and enrollment computes the one it stores from this audio.
+   */
+  readonly enrollWindowMs: number
 }
 
 export interface JobRunnerShape {
@@ -136,11 +143,11 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
       }
 
       /** Writes the terminal state, settles the credits and queues the delivery, together. */
-      const commit = (job: JobRow, outcome: Outcome, reservation: Reservation | undefined, charged: number, voiceprints: ReadonlyArray<Voiceprint>) =>
+      const commit = (job: JobRow, outcome: Outcome, reservation: Reservation | undefined, charged: number, keepAudio: boolean) =>
         sql.withTransaction(Effect.gen(function*() {
           const finished = yield* jobs.finish(job.id, me, outcome)
           if (finished === undefined) return false
-          if (outcome.state === "succeeded") yield* insertJobVoiceprints(sql, job.id, voiceprints)
+          if (outcome.state === "succeeded" && keepAudio) yield* jobs.keepAudio(job.id, options.enrollWindowMs)
           if (reservation !== undefined) yield* credits.settle(reservation, outcome.state === "succeeded" ? charged : 0)
           if (finished.webhook_id !== null) {
             const eventId = newEventId()
@@ -175,10 +182,7 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             Effect.gen(function*() {
               const seconds = durationMs / 1000
               yield* jobs.setDuration(job.id, me, seconds)
-              if (job.user_id !== null) {
-                hold(yield* credits.reserve(job.user_id, sttCredits(durationMs), { purpose: CreditPurpose.sttJob, reference: job.id }))
-                return
-              }
+              if (job.user_id !== null) return // paid for: the transcriber reserved it and handed it over
               if (options.anonJobMaxSeconds > 0 && seconds > options.anonJobMaxSeconds) {
                 return yield* new TranscriptionError({
                   reason: "TooLong",
@@ -200,18 +204,28 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             language: o.languageCode,
             diarize: o.diarize,
             numSpeakers: o.numSpeakers,
-            userId: null,
+            userId: job.user_id,
+            // Settled in the job's terminal transaction (`commit`), not by the transcriber.
+            origin: { purpose: CreditPurpose.sttJob, reference: job.id },
+            holdReservation: hold,
             priority: "background",
             onProgress: (p) => Effect.sync(() => void (progress.current = p)),
             onDecoded
           })
           const body = speechToTextBody(result, { granularity: o.timestampsGranularity, formats: o.additionalFormats }, job.transcription_id ?? job.id)
-          if (o.speakerRecognition !== true || job.user_id === null) return { body, durationMs: result.durationMs, voiceprints: [] }
+          if (o.speakerRecognition !== true || job.user_id === null) return { body, durationMs: result.durationMs, keepAudio: false }
           // Only the owner's voiceprints, and only of the model that made this job's.
           const model = result.voiceprints[0]?.model
           const saved = model === undefined ? [] : yield* savedSpeakers.forMatching(job.user_id, model)
           const matches = matchVoiceprints(result.voiceprints, saved, options.matchThreshold)
-          return { body: annotateSpeakers(body, result.voiceprints, matches), durationMs: result.durationMs, voiceprints: result.voiceprints }
+          // The voiceprints end here, with the job's memory. Its audio is what stays (for the
+          // enrollment window), in the blob store also when it came from a URL.
+          const keepAudio = options.enrollWindowMs > 0 && (job.source_url === null || (yield* blobs.putFile(job.upload_key, file).pipe(
+            Effect.as(true),
+            // Not worth failing the transcript for: its speakers just cannot be enrolled.
+            Effect.catch((error) => Effect.as(Effect.logWarning("could not keep the downloaded audio for speaker enrollment", { jobId: job.id, error }), false))
+          )))
+          return { body: annotateSpeakers(body, result.voiceprints, matches), durationMs: result.durationMs, keepAudio }
         }).pipe(Effect.scoped)
 
       /** Renews the lease every heartbeat; completes only when the job is no longer ours. */
@@ -254,7 +268,8 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
               return { state: "failed", errorCode: e.code, errorMessage: e.message }
             })()
           const charged = raced.r._tag === "Success" ? sttCredits(raced.r.success.durationMs) : 0
-          const committed = yield* commit(job, outcome, reservation, charged, raced.r._tag === "Success" ? raced.r.success.voiceprints : [])
+          const keepAudio = raced.r._tag === "Success" && raced.r.success.keepAudio
+          const committed = yield* commit(job, outcome, reservation, charged, keepAudio)
           // Settled in the commit; otherwise the finalizer below gives it back.
           if (committed) reservation = undefined
           yield* Effect.logInfo("job finished", {
@@ -263,6 +278,8 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             ms: Math.round(performance.now() - started),
             ...(outcome.errorCode !== undefined ? { error: outcome.errorCode } : {})
           })
+          // Kept for the enrollment window; the upload sweeper deletes it after (storage/UploadSweeper.ts).
+          if (committed && keepAudio) return
           if (committed && job.source_url === null) yield* blobs.delete(job.upload_key).pipe(Effect.ignore)
         }).pipe(
           // Interrupted (cancel on this instance, shutdown), lost, or not committed: whatever

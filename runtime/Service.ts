@@ -13,6 +13,7 @@ import { makeModelList } from "../protocol/schemas/Model.ts"
 import { Synthesizer, SynthesizerLive } from "../actors/Synthesizer.ts"
 import { Transcriber, TranscriberLive } from "../actors/Transcription.ts"
 import { SpeakerLabellerLive } from "../actors/Diarization.ts"
+import { SpeakerEnrollment, SpeakerEnrollmentLive } from "../actors/SpeakerEnrollment.ts"
 import { sttRoutes } from "../protocol/routes/stt.ts"
 import { VoiceCloning, VoiceCloningLive } from "../actors/VoiceCloning.ts"
 import { userRoutes } from "../protocol/routes/user.ts"
@@ -226,9 +227,15 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
           Effect.map((r) => r.file)
         ),
       deliveryWritten: webhooks.kick,
-      matchThreshold: speakerModel.matchThreshold
+      matchThreshold: speakerModel.matchThreshold,
+      enrollWindowMs: config.speakerEnrollWindowMinutes * 60_000
     })
   })).pipe(Layer.provide(Layer.mergeAll(transcriber, jobStore, blobStore, accounts, dispatcher)))
+  // Enrollment recomputes a voiceprint from a job's kept audio (jobs keep no voiceprints).
+  const speakerEnrollment = SpeakerEnrollmentLive({ tmpDir }).pipe(
+    Layer.provide(SpeakerLabellerLive),
+    Layer.provide(Layer.merge(engines, blobStore))
+  )
   const sweeper = uploadSweeperLayer(config.uploadSweepS * 1000).pipe(Layer.provide(Layer.merge(jobStore, blobStore)))
   return Layer.mergeAll(
     accounts,
@@ -241,6 +248,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     jobRunner,
     dispatcher,
     sweeper,
+    speakerEnrollment,
     languageEngineLayers(config),
     Layer.succeed(SiteAddress, siteAddress),
     Layer.succeed(AppConfig, config)
@@ -266,7 +274,7 @@ export const startServer = Effect.gen(function*() {
   const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
   const siteAddress = yield* SiteAddress
-  type ApiServices = Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | Summaries | Summarizer | Translator
+  type ApiServices = Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | SpeakerEnrollment | Summaries | Summarizer | Translator
   // Every route gets the OAuth scope it needs (protocol/oauth/OAuthScopes.ts); API keys hold them all.
   const routes: Array<Route<ApiServices>> = withScopes<ApiServices>(config.apiBase, [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),

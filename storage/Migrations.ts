@@ -17,6 +17,7 @@ import site from "./migrations/0007_site.ts"
 import oauth from "./migrations/0008_oauth.ts"
 import rateBuckets from "./migrations/0009_rate_buckets.ts"
 import uploadClaims from "./migrations/0010_upload_claims.ts"
+import noJobVoiceprints from "./migrations/0011_no_job_voiceprints.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
@@ -28,7 +29,8 @@ export const migrations = {
   "0007_site": site,
   "0008_oauth": oauth,
   "0009_rate_buckets": rateBuckets,
-  "0010_upload_claims": uploadClaims
+  "0010_upload_claims": uploadClaims,
+  "0011_no_job_voiceprints": noJobVoiceprints
 }
 
 export const migrationsTable = "speech_migrations"

@@ -47,6 +47,11 @@ export interface JobRow {
   readonly upload_bytes: string | number | null
   /** The token of the PUT that holds the local store's upload address (migration 0010). */
   readonly upload_claim: string | null
+  /**
+   * Until when the audio of a job that ran with speaker recognition is kept for enrollment
+   * (migration 0011); null: not kept (or no longer).
+   */
+  readonly audio_kept_until: Date | null
   readonly upload_expires_at: Date
   readonly source_url: string | null
   readonly options: JobOptions | null
@@ -265,6 +270,20 @@ export const makeRecognitionJobs = Effect.gen(function*() {
         WHERE id IN (SELECT id FROM recognition_jobs WHERE state = 'uploading' AND upload_expires_at < now() LIMIT 500)
         RETURNING upload_key`.pipe(Effect.map((rows) => rows.map((r) => r.upload_key))),
 
+    /**
+     * Keeps a succeeded job's audio for `windowMs` so that its speakers can be enrolled
+     * (actors/SpeakerEnrollment.ts recomputes the voiceprint from it); run it in the terminal
+     * transaction.
+     */
+    keepAudio: (id: string, windowMs: number) =>
+      sql`UPDATE recognition_jobs SET audio_kept_until = now() + ${windowMs} * interval '1 millisecond' WHERE id = ${id}`,
+
+    /** Jobs whose enrollment window has passed: no longer marked, their blob keys returned for deletion. */
+    sweepKeptAudio: () =>
+      sql<{ upload_key: string }>`UPDATE recognition_jobs SET audio_kept_until = NULL
+        WHERE id IN (SELECT id FROM recognition_jobs WHERE audio_kept_until < now() LIMIT 500)
+        RETURNING upload_key`.pipe(Effect.map((rows) => rows.map((r) => r.upload_key))),
+
     /** Audio seconds of anonymous jobs from `address` created in the last hour (decoded so far). */
     anonymousSecondsLastHour: (address: string) =>
       sql<{ seconds: number | null }>`SELECT COALESCE(SUM(audio_duration_s), 0) AS seconds FROM recognition_jobs
@@ -276,9 +295,14 @@ export const makeRecognitionJobs = Effect.gen(function*() {
       sql<{ n: number | string }>`SELECT count(*) AS n FROM recognition_jobs
         WHERE user_id IS NULL AND client_address = ${address} AND state = 'uploading'`.pipe(Effect.map((rows) => Number(rows[0]?.n ?? 0))),
 
-    /** Removes a finished job and its transcript; true when it existed. */
+    /**
+     * Removes a finished job and its transcript: false when it did not exist, else the blob key
+     * of audio still kept for enrollment (the caller deletes it), or null.
+     */
     remove: (id: string) =>
-      sql`DELETE FROM recognition_jobs WHERE id = ${id} RETURNING id`.pipe(Effect.map((rows) => rows.length > 0))
+      sql<{ upload_key: string; audio_kept_until: Date | null }>`DELETE FROM recognition_jobs WHERE id = ${id} RETURNING upload_key, audio_kept_until`.pipe(
+        Effect.map((rows) => (rows[0] === undefined ? false as const : rows[0].audio_kept_until === null ? null : rows[0].upload_key))
+      )
   }
 })
 

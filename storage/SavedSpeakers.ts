@@ -1,8 +1,9 @@
 /**
- * Saved speakers (SPEC 2.7, endpoints 12-15) and the voiceprints of jobs that ran with speaker
- * recognition (migration 0005). A voiceprint is biometric data: it is written for a job only
- * when the caller asked for speaker recognition, copied into a saved speaker only by the
- * explicit enroll call, read for matching only by its owner's jobs, and deleted for real.
+ * Saved speakers (SPEC 2.7, endpoints 12-15). A voiceprint is biometric data: the only place
+ * one is stored is a saved speaker, made by the explicit enroll call from a voiceprint computed
+ * for that call (actors/SpeakerEnrollment.ts), read for matching only by its owner's jobs, and
+ * deleted for real. Jobs keep none (migration 0011 dropped `job_voiceprints`): a job's
+ * voiceprints live in its memory while it matches them, and are gone when it ends.
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql/SqlClient"
@@ -35,7 +36,7 @@ export interface SavedVoiceprint extends SavedSpeaker {
 
 export type EnrollResult =
   | { readonly _tag: "Enrolled"; readonly speaker: SavedSpeaker }
-  | { readonly _tag: "NoSuchLabel" }
+  | { readonly _tag: "NoSuchJob" }
   | { readonly _tag: "AlreadyEnrolled" }
 
 export const encodeVector = (v: Float32Array): string => Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64")
@@ -65,34 +66,28 @@ const fromRow = (r: SpeakerRow): SavedSpeaker => ({
   speechSeconds: Number(r.speech_seconds)
 })
 
-/** Writes a job's voiceprints; run it inside the transaction of the job's terminal state. */
-export const insertJobVoiceprints = (sql: SqlClient, jobId: string, prints: ReadonlyArray<Voiceprint>) =>
-  Effect.forEach(prints, (p) =>
-    sql`INSERT INTO job_voiceprints (job_id, label, model, centroid, speech_seconds)
-        VALUES (${jobId}, ${p.label}, ${p.model}, ${encodeVector(p.centroid)}, ${p.speechSeconds})`, { discard: true })
-
 export const makeSavedSpeakers = Effect.gen(function*() {
   const sql = yield* SqlClient
   return {
-    /** Labels with a voiceprint in this job. */
-    jobLabels: (jobId: string) =>
-      sql<{ label: string }>`SELECT label FROM job_voiceprints WHERE job_id = ${jobId} ORDER BY label`.pipe(
-        Effect.map((rows) => rows.map((r) => r.label))
+    /** True when `label` of this job is already one of the user's saved speakers. */
+    isEnrolled: (userId: string, jobId: string, label: string) =>
+      sql`SELECT 1 FROM saved_speakers WHERE user_id = ${userId} AND source_job_id = ${jobId} AND source_label = ${label}`.pipe(
+        Effect.map((rows) => rows.length > 0)
       ),
 
-    /** Copies one voiceprint of the user's job into a new saved speaker. */
-    enroll: (userId: string, jobId: string, label: string, name: string): Effect.Effect<EnrollResult, SqlError> =>
+    /** Stores `print`, computed from the user's job for this call, as a new saved speaker. */
+    enroll: (userId: string, jobId: string, name: string, print: Voiceprint): Effect.Effect<EnrollResult, SqlError> =>
       Effect.gen(function*() {
         const rows = yield* sql<SpeakerRow>`INSERT INTO saved_speakers
             (id, user_id, name, source_job_id, source_label, model, voiceprint, speech_seconds)
-          SELECT ${newSpeakerId()}, ${userId}, ${name}, v.job_id, v.label, v.model, v.centroid, v.speech_seconds
-          FROM job_voiceprints v JOIN recognition_jobs j ON j.id = v.job_id
-          WHERE v.job_id = ${jobId} AND v.label = ${label} AND j.user_id = ${userId}
+          SELECT ${newSpeakerId()}, ${userId}, ${name}, j.id, ${print.label}, ${print.model}, ${encodeVector(print.centroid)}, ${print.speechSeconds}
+          FROM recognition_jobs j WHERE j.id = ${jobId} AND j.user_id = ${userId}
           ON CONFLICT (user_id, source_job_id, source_label) DO NOTHING
           RETURNING id, name, created_at, source_job_id, speech_seconds`
         if (rows[0] !== undefined) return { _tag: "Enrolled", speaker: fromRow(rows[0]) } as const
-        const exists = yield* sql`SELECT 1 FROM job_voiceprints WHERE job_id = ${jobId} AND label = ${label}`
-        return exists.length === 0 ? { _tag: "NoSuchLabel" } as const : { _tag: "AlreadyEnrolled" } as const
+        // Enrolled by a concurrent call, or the job was deleted meanwhile.
+        const again = yield* sql`SELECT 1 FROM saved_speakers WHERE user_id = ${userId} AND source_job_id = ${jobId} AND source_label = ${print.label}`
+        return again.length > 0 ? { _tag: "AlreadyEnrolled" } as const : { _tag: "NoSuchJob" } as const
       }),
 
     /** The user's saved speakers, oldest first. */

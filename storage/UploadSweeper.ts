@@ -2,7 +2,8 @@
  * Removes reserved uploads that never started: once a job's presigned address has expired
  * while it is still `uploading`, nothing can complete it, so its row and any blob a client
  * put there are deleted. Runs every `intervalMs` in every instance (the DELETE is safe to run
- * concurrently: each row goes once).
+ * concurrently: each row goes once). It also deletes the audio that jobs with speaker
+ * recognition kept for enrollment once their window (SPEAKER_ENROLL_WINDOW_MINUTES) has passed.
  */
 import { Effect, Layer, Schedule } from "effect"
 import { BlobStore } from "./BlobStore.ts"
@@ -14,7 +15,10 @@ export const sweepExpiredUploads = Effect.gen(function*() {
   const keys = yield* jobs.sweepExpiredUploads()
   for (const key of keys) yield* blobs.delete(key).pipe(Effect.ignore)
   if (keys.length > 0) yield* Effect.logInfo("expired uploads removed", { count: keys.length })
-  return keys.length
+  const kept = yield* jobs.sweepKeptAudio()
+  for (const key of kept) yield* blobs.delete(key).pipe(Effect.ignore)
+  if (kept.length > 0) yield* Effect.logInfo("audio kept for speaker enrollment removed", { count: kept.length })
+  return keys.length + kept.length
 })
 
 export const uploadSweeperLayer = (intervalMs: number): Layer.Layer<never, never, RecognitionJobs | BlobStore> =>

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { BlobStore } from "../../storage/BlobStore.ts"
 import { RecognitionJobs } from "../../storage/RecognitionJobs.ts"
 import { notFound } from "../ApiError.ts"
 import { Reply, type RequestContext, type Route } from "../Http.ts"
@@ -12,7 +13,7 @@ const errorDoc = (description: string) => ({ description, schema: ErrorBody })
  * transcript of a finished job by its transcription id. Synchronous transcriptions are not
  * stored, so their ids are not found here.
  */
-export const transcriptRoutes = (apiBase: string): ReadonlyArray<Route<RecognitionJobs>> => {
+export const transcriptRoutes = (apiBase: string): ReadonlyArray<Route<RecognitionJobs | BlobStore>> => {
   const byTranscription = (ctx: RequestContext) =>
     Effect.gen(function*() {
       const jobs = yield* RecognitionJobs
@@ -45,7 +46,9 @@ export const transcriptRoutes = (apiBase: string): ReadonlyArray<Route<Recogniti
       handler: (ctx) =>
         Effect.gen(function*() {
           const { jobs, job } = yield* byTranscription(ctx)
-          yield* jobs.remove(job.id)
+          const keptAudio = yield* jobs.remove(job.id)
+          // Audio kept for enrolling its speakers goes with the job.
+          if (typeof keptAudio === "string") yield* (yield* BlobStore).delete(keptAudio).pipe(Effect.ignore)
           return Reply.json(200, { transcription_id: job.transcription_id, deleted: true })
         })
     }

@@ -73,7 +73,8 @@ t.test("job runner", async (t) => {
       },
       fetchSource: () => Effect.die("no URL jobs here"),
       deliveryWritten: Effect.sync(() => void deliveriesWritten++),
-      matchThreshold: 0.86
+      matchThreshold: 0.86,
+      enrollWindowMs: 0
     }), scope))
     const runner = ctx.mapUnsafe.get(JobRunner.key) as JobRunner["Service"]
     return { runner, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }

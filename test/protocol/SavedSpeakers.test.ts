@@ -1,7 +1,8 @@
 /**
  * Saved speakers end to end on real human speech (pocketsphinx-testdata: the LibriVox reader and
  * the `cards` speaker), through the real server on PGlite or PostgreSQL: a job with diarize and
- * speaker_recognition keeps voiceprints and shows raw labels; enroll one speaker; a later job
+ * speaker_recognition shows raw labels (and keeps no voiceprint:
+ * VoiceprintsOnEnroll.test.ts); enroll one speaker; a later job
  * names that speaker (and not the other); rename shows in the next job; delete is a hard delete
  * and the match disappears. Another user never sees, changes or is matched against them; the
  * 400/404/409 cases of enrollment.

@@ -161,6 +161,23 @@ for (const mode of modes) {
       t.ok(await run(jobs.get(startedId)))
     })
 
+    t.test("audio kept for speaker enrollment is swept once its window has passed, once", async (t) => {
+      await clear()
+      const over = await started()
+      const open = await started()
+      await run(jobs.keepAudio(over, 60_000))
+      await run(jobs.keepAudio(open, 60_000))
+      t.ok((await run(jobs.get(open)))?.audio_kept_until, "marked")
+      await sql(`UPDATE recognition_jobs SET audio_kept_until = now() - interval '1 second' WHERE id = '${over}'`)
+      t.same(await run(jobs.sweepKeptAudio()), [`uploads/${over}`])
+      t.same(await run(jobs.sweepKeptAudio()), [], "each job's audio goes once")
+      t.equal((await run(jobs.get(over)))?.audio_kept_until, null)
+      t.ok((await run(jobs.get(open)))?.audio_kept_until, "a job within its window keeps its audio")
+      t.equal(await run(jobs.remove(open)), `uploads/${open}`, "removing a job hands back the key of its kept audio")
+      t.equal(await run(jobs.remove(over)), null)
+      t.equal(await run(jobs.remove(over)), false)
+    })
+
     t.test("anonymous seconds per address in the last hour", async (t) => {
       await clear()
       const a = await started()
