@@ -9,8 +9,9 @@
  * its pool tasks and ffmpeg. The claim loop wakes on `kick` (a job was started here), when a
  * job ends, and every `pollMs` (jobs started on other instances, leases that expired).
  *
- * Money and the outbox go with the state: credits are reserved when decoding has measured the
- * length, and the terminal UPDATE, the settlement (charge on success, give back otherwise) and
+ * Money and the outbox go with the state: credits are reserved by the transcriber before it
+ * decodes (the declared duration, then the decoded one: actors/SttPrepay.ts) and handed to the
+ * runner (`holdReservation`), and the terminal UPDATE, the settlement (charge on success, give back otherwise) and
  * the webhook delivery row are one transaction. A crash before it leaves the job `running`
  * under a lease that expires, the reservation to the dead-instance sweeper, and no delivery:
  * the job is claimed again and runs from the start. Anonymous jobs are free, bounded by
@@ -181,10 +182,7 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             Effect.gen(function*() {
               const seconds = durationMs / 1000
               yield* jobs.setDuration(job.id, me, seconds)
-              if (job.user_id !== null) {
-                hold(yield* credits.reserve(job.user_id, sttCredits(durationMs), { purpose: CreditPurpose.sttJob, reference: job.id }))
-                return
-              }
+              if (job.user_id !== null) return // paid for: the transcriber reserved it and handed it over
               if (options.anonJobMaxSeconds > 0 && seconds > options.anonJobMaxSeconds) {
                 return yield* new TranscriptionError({
                   reason: "TooLong",
@@ -206,7 +204,10 @@ export const JobRunnerLive = (options: JobRunnerOptions) =>
             language: o.languageCode,
             diarize: o.diarize,
             numSpeakers: o.numSpeakers,
-            userId: null,
+            userId: job.user_id,
+            // Settled in the job's terminal transaction (`commit`), not by the transcriber.
+            origin: { purpose: CreditPurpose.sttJob, reference: job.id },
+            holdReservation: hold,
             priority: "background",
             onProgress: (p) => Effect.sync(() => void (progress.current = p)),
             onDecoded

@@ -11,6 +11,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import t from "tap"
 import { JobRunner, JobRunnerLive } from "../../actors/RecognitionJobRunner.ts"
+import { sttCredits } from "../../actors/CreditPolicy.ts"
 import { Transcriber, type TranscribeOptions, type TranscriptionResult } from "../../actors/Transcription.ts"
 import { TranscriptionError } from "../../engines/asr/TranscriptionError.ts"
 import { toApiError } from "../../protocol/ApiError.ts"
@@ -53,6 +54,19 @@ t.test("job runner", async (t) => {
     sql: Effect.service(SqlClient)
   }))
   const { jobs, blobs, users, credits, sql } = services
+  /**
+   * What the real transcriber does for a billed job once it knows the length (it reserves before
+   * decoding and resizes to the decoded length, actors/SttPrepay.ts): the reservation is taken
+   * under the job's origin and handed to the runner, then `onDecoded`.
+   */
+  const paidAndDecoded = (durationMs: number, options: TranscribeOptions<unknown>) =>
+    Effect.gen(function*() {
+      if (options.userId !== null) {
+        const reservation = yield* credits.reserve(options.userId, sttCredits(durationMs), options.origin)
+        options.holdReservation?.(reservation)
+      }
+      yield* options.onDecoded?.(durationMs) ?? Effect.void
+    })
   let deliveriesWritten = 0
 
   /** A runner of its own, in a scope the test closes (shutdown). */
@@ -102,7 +116,7 @@ t.test("job runner", async (t) => {
   t.test("success: result stored, charged once per started second, upload removed, webhook queued in the same commit", async (t) => {
     const user = await db.run(users.createUser({ name: "payer", credits: 100 }))
     await db.run(sql`INSERT INTO webhooks (id, user_id, url, signing_secret) VALUES ('wh_t1', ${user.userId}, 'https://example.com/hook', 's')`)
-    behaviour = (_file, options) => Effect.andThen(options.onDecoded?.(2500) ?? Effect.void, Effect.succeed(result(2500)))
+    behaviour = (_file, options) => Effect.andThen(paidAndDecoded(2500, options), Effect.succeed(result(2500)))
     const { close } = await startRunner()
     t.teardown(close)
     const id = await submit(user.userId, "wh_t1")
@@ -128,7 +142,7 @@ t.test("job runner", async (t) => {
   t.test("failure: error recorded with its public code, credits given back", async (t) => {
     const user = await db.run(users.createUser({ name: "unlucky", credits: 100 }))
     behaviour = (_file, options) =>
-      Effect.andThen(options.onDecoded?.(4000) ?? Effect.void, Effect.fail(new TranscriptionError({ reason: "Damaged", message: "broken frames" })))
+      Effect.andThen(paidAndDecoded(4000, options), Effect.fail(new TranscriptionError({ reason: "Damaged", message: "broken frames" })))
     const { close } = await startRunner()
     t.teardown(close)
     const id = await submit(user.userId)
@@ -142,7 +156,7 @@ t.test("job runner", async (t) => {
 
   t.test("a user who cannot pay for the decoded length: failed with quota_exceeded", async (t) => {
     const user = await db.run(users.createUser({ name: "poor", credits: 2 }))
-    behaviour = (_file, options) => Effect.andThen(options.onDecoded?.(10_000) ?? Effect.void, Effect.succeed(result(10_000)))
+    behaviour = (_file, options) => Effect.andThen(paidAndDecoded(10_000, options), Effect.succeed(result(10_000)))
     const { close } = await startRunner()
     t.teardown(close)
     const id = await submit(user.userId)
@@ -152,13 +166,31 @@ t.test("job runner", async (t) => {
     await close()
   })
 
+  t.test("a billed job is paid for before decoding: the transcriber bills the job's user under the job's origin", async (t) => {
+    // The transcriber reserves before it decodes (TranscriptionPrepay.test.ts); the runner must
+    // let it, rather than reserve itself once the whole file has been decoded.
+    const user = await db.run(users.createUser({ name: "prepaid", credits: 100 }))
+    let seen: { userId: string | null; origin: unknown; holds: boolean } | undefined
+    behaviour = (_file, options) => {
+      seen = { userId: options.userId, origin: options.origin, holds: options.holdReservation !== undefined }
+      return Effect.andThen(paidAndDecoded(1000, options), Effect.succeed(result(1000)))
+    }
+    const { close } = await startRunner()
+    t.teardown(close)
+    const id = await submit(user.userId)
+    await waitFor("succeeded", async () => (await stateOf(id)) === "succeeded")
+    t.same(seen, { userId: user.userId, origin: { purpose: "stt_job", reference: id }, holds: true }, "billed to the job's user, handed to the runner")
+    t.same(await balance(user.userId), [99, 0], "charged once, in the job's commit")
+    await close()
+  })
+
   t.test("cancel while running interrupts the work and gives the credits back", async (t) => {
     const user = await db.run(users.createUser({ name: "canceller", credits: 100 }))
     const interrupted = await Effect.runPromise(Deferred.make<void>())
     const decoded = await Effect.runPromise(Deferred.make<void>())
     behaviour = (_file, options) =>
       Effect.gen(function*() {
-        yield* options.onDecoded?.(5000) ?? Effect.void
+        yield* paidAndDecoded(5000, options)
         yield* Deferred.succeed(decoded, undefined)
         return yield* Effect.never
       }).pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
