@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 # Debian packages: engines that are not on npm. Missing ones are reported by /readyz and the
 # start-up log instead of stopping the service, so a machine without apt still starts.
+# ffmpeg: decodes every speech-to-text and clone upload (untrusted input); Debian's package gets
+# security updates through apt, unlike the 2018 static build of npm @ffmpeg-installer/ffmpeg,
+# which the service falls back to (warning at start-up and in /readyz) only when this is missing.
 # libespeak-ng1: espeak-ng's native library, 3.4x less CPU per audio second than the bundled
 # build (which speaks without it). Tests need a few more (scripts/test.sh sets
 # SPEECH_TEST_APT_PACKAGES): pocketsphinx-testdata (real human English speech), nginx-light (the
@@ -13,7 +16,7 @@ cd "$(dirname "$0")/.."
 # browser through playwright-core).
 # Apertium (chunk translation): the engine and the pairs Debian has for English, Spanish,
 # Catalan and Portuguese; the service lists the pairs it finds (GET /api/v1/translate/languages).
-apt_packages=(${SPEECH_APT_PACKAGES:-libespeak-ng1 pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt} ${SPEECH_TEST_APT_PACKAGES:-})
+apt_packages=(${SPEECH_APT_PACKAGES:-ffmpeg libespeak-ng1 pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt} ${SPEECH_TEST_APT_PACKAGES:-})
 if [ "${#apt_packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   missing=()
   for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
