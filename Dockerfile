@@ -20,10 +20,11 @@ COPY storage storage
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM ${NODE_IMAGE}
-# Engines that are not on npm (scripts/setup.sh's list): espeak-ng's native library (the bundled
-# build speaks without it, slower), PocketSphinx for speech-to-text, Apertium and its pairs for
-# chunk translation. Missing ones only switch those engines off.
-ARG SPEECH_APT_PACKAGES="libespeak-ng1 pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt"
+# Engines that are not on npm (scripts/setup.sh's list): Debian's ffmpeg (decodes uploads, with
+# security updates; without it npm's 2018 static build does), espeak-ng's native library (the
+# bundled build speaks without it, slower), PocketSphinx for speech-to-text, Apertium and its pairs
+# for chunk translation. Missing ones only switch those engines off.
+ARG SPEECH_APT_PACKAGES="ffmpeg libespeak-ng1 pocketsphinx libpocketsphinx3 pocketsphinx-en-us apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt"
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates ${SPEECH_APT_PACKAGES} \
  && rm -rf /var/lib/apt/lists/*
