@@ -7,6 +7,8 @@
  * inside handlers (`perThread`), once per thread, not at import.
  */
 import { poolTasks, serveTasks } from "./tasks.ts"
+import { serveSessions } from "./sessions.ts"
+import { asrSessions } from "./asr/streamingSessions.ts"
 import { asrTasks } from "./asr/tasks.ts"
 import { ttsTasks } from "./tts/tasks.ts"
 import { expressiveTasks } from "./tts/expressiveTasks.ts"
@@ -27,5 +29,15 @@ export const tasks = {
 }
 
 export type Tasks = typeof tasks
+
+/** Long-lived session kinds (engines/sessions.ts; the contract is in engines/Inference.ts). */
+export const sessions = {
+  ...asrSessions
+}
+
+export type Sessions = typeof sessions
+
+/** Called once per thread by the bootstrap (runtime/worker.mjs). */
+export const hostSessions = () => serveSessions(sessions)
 
 export default serveTasks(tasks)

@@ -96,6 +96,7 @@ const table = {
   "AccountsError.KeyNotFound": { status: 404, code: "key_not_found", exposeMessage: true },
   "AccountsError.EmailTaken": { status: 409, code: "email_taken", exposeMessage: true },
   "EngineError.QueueFull": { status: 503, code: "server_busy", exposeMessage: true, retryAfterS: 1 },
+  "EngineError.SessionsFull": { status: 503, code: "server_busy", exposeMessage: true, retryAfterS: 1 },
   "EngineError.Closed": { status: 503, code: "shutting_down", exposeMessage: true, retryAfterS: 1 },
   "EngineError.TaskFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "EngineError.WorkerCrashed": { status: 502, code: "engine_failed", exposeMessage: false },

@@ -12,15 +12,17 @@
  * custom `taskQueue` and `maxQueue` (so the bound and the priority would silently not apply), and
  * undistributed tasks are re-queued at the tail, so even its own queue is not FIFO.
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, type Scope } from "effect"
 import { stat } from "node:fs/promises"
 import { getPriority } from "node:os"
 import { pathToFileURL } from "node:url"
 import { Piscina } from "piscina"
-import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions } from "../engines/Inference.ts"
+import { EngineError, type EngineErrorReason, Inference, type PoolStats, type Priority, type RunOptions, type SessionHandle, type SessionOptions } from "../engines/Inference.ts"
+import { isSessionHostAnnouncement } from "../engines/sessions.ts"
 import { isStreamMessage, type Pong, type StreamMessage, type TaskFailure, type TaskOutcome, type TaskRequest } from "../engines/tasks.ts"
 import { isSpareSize, SPARES_HELD_BYTES } from "../engines/SpareBuffers.ts"
 import { espeakLockBuffer } from "../engines/tts/EspeakLock.ts"
+import { makePoolSessions } from "./PoolSessions.ts"
 
 /**
  * Spares sent with one task, at most: a streamed sentence takes one output per piece (0.5, 1,
@@ -47,6 +49,11 @@ export interface WorkerPoolOptions {
    * 0 or unset: the same priority.
    */
   readonly nice?: number
+  /**
+   * Sessions (`openSession`) one thread hosts at most (STT_SESSIONS_PER_WORKER); default 4.
+   * engines/Inference.ts says why sessions sit beside the task slots, not in them.
+   */
+  readonly sessionsPerWorker?: number
 }
 
 /**
@@ -56,6 +63,7 @@ export interface WorkerPoolOptions {
 export interface WorkerPoolService {
   readonly run: <A = unknown>(kind: string, input: unknown, options?: RunOptions) => Effect.Effect<A, EngineError>
   readonly stream: <A = unknown>(kind: string, input: unknown, onPiece: (piece: unknown) => void, options?: RunOptions) => Effect.Effect<A, EngineError>
+  readonly openSession: (kind: string, init: unknown, onEvent: (event: unknown) => void, options?: SessionOptions) => Effect.Effect<SessionHandle, EngineError, Scope.Scope>
   readonly ping: Inference["Service"]["ping"]
   readonly ready: Inference["Service"]["ready"]
   readonly stats: () => PoolStats
@@ -162,10 +170,15 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
       Effect.promise(() => {
         closed = true
         for (const task of lanes.drain()) task.close()
+        sessions.closeAll()
         // Waits for running tasks (piscina's closeTimeout, 30 s), then terminates the threads.
         return pool.close()
       })
   )
+
+  const sessions = makePoolSessions({ perWorker: options.sessionsPerWorker ?? 4, threads: () => piscina.threads.length, closed: () => closed })
+  // A thread that ends (crash, exit, the pool closing) takes the sessions it hosted with it.
+  piscina.on("workerDestroy", (worker: { threadId: number }) => sessions.threadGone(worker.threadId))
 
   /** Streaming tasks in flight, by stream id: where their workers' pieces go. */
   const streams = new Map<number, (message: StreamMessage) => void>()
@@ -173,6 +186,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   // Every thread's pieces arrive here (piscina emits what a worker posts on its parentPort).
   piscina.on("message", (message: unknown) => {
     if (isStreamMessage(message)) streams.get(message.stream)?.(message)
+    else if (isSessionHostAnnouncement(message)) sessions.announce(message)
   })
 
   // Output buffers given back by callers, on their way to a worker (engines/SpareBuffers.ts).
@@ -314,6 +328,7 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
   const service: WorkerPoolService = {
     run,
     stream,
+    openSession: sessions.open,
     ping,
     ready,
     recycle,
@@ -322,7 +337,8 @@ export const makeWorkerPool = Effect.fnUntraced(function*(options: WorkerPoolOpt
       // piscina holds a task only briefly, while a replacement thread starts.
       queueSize: lanes.size + piscina.queueSize,
       running,
-      completed
+      completed,
+      sessions: sessions.count()
     })
   }
   return service

@@ -32,7 +32,9 @@ if (/\.[cm]?tsx?$/.test(new URL(taskModule).pathname)) {
   const { register } = await import("tsx/esm/api")
   register()
 }
-const { default: serve } = await import(taskModule)
+const { default: serve, hostSessions } = await import(taskModule)
+// Long-lived sessions (engines/sessions.ts): announced before piscina marks this thread ready.
+if (typeof hostSessions === "function") hostSessions()
 
 /**
  * Returns the outcome; buffers listed by the handler are moved. piscina looks for a movable only

@@ -110,20 +110,25 @@ const checkModel = (files: ModelFiles): void => {
   }
 }
 
+/** Where the dither generator starts: every utterance starts here. */
+export const DITHER_SEED = 0x2545f491
+
 /**
- * A copy of the input with deterministic ±1 LSB dither (an LCG restarted at every call), clipped
- * to 16 bits; Float32 is scaled by 32768 as in Pcm.ts.
+ * A copy of the input with deterministic ±1 LSB dither (an LCG restarted at every call, or
+ * continued from `state` when one is given: a streamed utterance then gets exactly the dither
+ * of the same audio in one call), clipped to 16 bits; Float32 is scaled by 32768 as in Pcm.ts.
  */
-export const ditheredInt16 = (pcm: Float32Array | Int16Array): Int16Array => {
+export const ditheredInt16 = (pcm: Float32Array | Int16Array, state?: { seed: number }): Int16Array => {
   const out = new Int16Array(pcm.length)
   const scale = pcm instanceof Int16Array ? 1 : 32768
-  let seed = 0x2545f491
+  let seed = state?.seed ?? DITHER_SEED
   for (let i = 0; i < pcm.length; i++) {
     seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
     const x = pcm[i]! * scale
     const v = Math.round((x !== x ? 0 : x) + ((seed >>> 16) % 3) - 1) // NaN counts as silence
     out[i] = v > 32767 ? 32767 : v < -32768 ? -32768 : v
   }
+  if (state !== undefined) state.seed = seed
   return out
 }
 
@@ -138,9 +143,13 @@ export class PocketSphinxAsr implements AsrEngine {
   readonly capabilities: AsrCapabilities = { engine: "pocketsphinx", languages: ["en"], detectsLanguage: false }
   private disposed = false
 
+  /**
+   * `lib` and `ps` are public for the streaming layer (PocketSphinxStreaming.ts), which drives
+   * the same decoder utterance by utterance; nothing else should call into them.
+   */
   private constructor(
-    private readonly lib: PocketSphinxLib,
-    private readonly ps: Decoder,
+    readonly lib: PocketSphinxLib,
+    readonly ps: Decoder,
     private readonly logmath: LogMath,
     /** ms per decoder frame (10 at the default 100 frames/s). */
     private readonly frameMs: number,
@@ -199,8 +208,11 @@ export class PocketSphinxAsr implements AsrEngine {
     return { language, words: this.words((pcm.length * 1000) / ASR_SAMPLE_RATE) }
   }
 
-  /** Best-path segments → words; times clamped to the input's duration, ms. */
-  private words(durationMs: number): Array<AsrWord> {
+  /**
+   * Best-path segments → words of the utterance just ended (`ps_end_utt`); times from its first
+   * sample, clamped to its duration, ms.
+   */
+  words(durationMs: number): Array<AsrWord> {
     const { lib, ps, logmath, frameMs } = this
     const words: Array<AsrWord> = []
     const sf = [0]
