@@ -82,5 +82,9 @@ t.test("enrollment needs the job's kept audio: closed window is 409, deleting th
 
   const plain = await runJob(owner.apiKey, conversationWav([cards[0]!]), { diarize: true })
   t.equal(plain.status.state, "succeeded")
-  t.notOk(fs.existsSync(blobOf(plain.id)), "a job without speaker recognition keeps no audio")
+  const marked = await query<{ kept: Date | null }>(`SELECT audio_kept_until AS kept FROM recognition_jobs WHERE id = '${plain.id}'`)
+  t.equal(marked[0]!.kept, null, "a job without speaker recognition keeps no audio")
+  // Its upload is deleted just after the terminal commit the poll saw: wait for that event.
+  for (let i = 0; i < 1000 && fs.existsSync(blobOf(plain.id)); i++) await new Promise((r) => setTimeout(r, 20))
+  t.notOk(fs.existsSync(blobOf(plain.id)), "its upload is deleted after the job")
 })
