@@ -9,8 +9,10 @@
  *   minimum, no rounding. HTTP (sync and stream) reserves the whole text and settles for the
  *   characters delivered; WebSocket debits each synthesized chunk (trimmed) as its audio is sent.
  * - Speech-to-text: one credit per started second of decoded audio (4.2 s costs 5; silence
- *   counts), at least `STT_MIN_CHARGE_CREDITS` (1), which is what is reserved before decoding and
- *   what a caller must hold to be let in (402 otherwise).
+ *   counts), at least `STT_MIN_CHARGE_CREDITS` (1), which is what a caller must hold to be let
+ *   in (402 otherwise). Before decoding, the cost of the duration the file declares is reserved
+ *   and the decode is bounded by what the caller can pay (actors/SttPrepay.ts); the charge is
+ *   still the decoded duration's.
  * - Voice clones: creating, editing or deleting one is free (ElevenLabs does not charge an
  *   instant clone either), so actors/VoiceCloning.ts takes no credits; speaking with a clone
  *   costs what a preset costs.
