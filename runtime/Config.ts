@@ -84,6 +84,7 @@ export const settings = {
     check: (v) => (v === "preset" || languageInfo(v) !== undefined ? undefined : `must be preset or a language of the catalogue (ISO 639-1 code or English name), got "${v}"`)
   }),
   wsIdleTimeoutS: setting("WS_IDLE_TIMEOUT_S", "A WebSocket session with no inbound frame, no frame sent and no synthesis running for this long is closed with 1011, s", "60", intIn("WS_IDLE_TIMEOUT_S", 60, 1, 3600)),
+  ffmpegPath: setting("FFMPEG_PATH", "The ffmpeg that decodes uploads; unset: the system's on PATH (Debian's ffmpeg package, with security updates), else npm's 2018 static build (start-up log and /readyz warn about it)", "(unset)", Config.option(Config.String("FFMPEG_PATH"))),
   sttMaxConcurrentDecodes: setting("STT_MAX_CONCURRENT_DECODES", "Speech-to-text files decoded (ffmpeg) at once; four times as many more may wait, past that requests get 503 server_busy", "2", intIn("STT_MAX_CONCURRENT_DECODES", 2, 1, 256)),
   urlFetchAllowPrivate: setting("URL_FETCH_ALLOW_PRIVATE", "Let speech-to-text fetch source URLs on private and loopback addresses (tests, private deployments)", "false", Config.Boolean("URL_FETCH_ALLOW_PRIVATE").pipe(Config.withDefault(false))),
   urlFetchCaFile: setting("URL_FETCH_CA_FILE", "PEM file of extra CA certificates trusted when fetching source URLs", "(unset)", Config.option(Config.String("URL_FETCH_CA_FILE"))),

@@ -61,6 +61,7 @@ import { PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
 import { EspeakNative } from "../engines/tts/EspeakNative.ts"
 import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
 import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
+import { currentFfmpeg, describeFfmpeg, useFfmpeg } from "../engines/media/FfmpegBinary.ts"
 import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
@@ -108,6 +109,12 @@ const asrReady = (config: AppConfigShape) =>
     return missing === undefined ? Effect.void : Effect.fail(missing)
   })
 
+/** The ffmpeg decoding uploads: missing, or npm's 2018 build, is reported (optional: the rest runs). */
+const ffmpegReady = Effect.suspend(() => {
+  const choice = currentFfmpeg()
+  return choice !== undefined && choice.source !== "npm-2018-fallback" ? Effect.void : Effect.fail(new Error(describeFfmpeg(choice)))
+})
+
 const espeakNativeReady = Effect.suspend(() => {
   const missing = EspeakNative.check()
   return missing === undefined ? Effect.void : Effect.fail(new Error(missing))
@@ -147,6 +154,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
   const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue, nice: config.workerNice })
   // ffmpeg and Apertium, started by the main thread, run at the workers' priority too.
   setChildNice(config.workerNice)
+  // Which ffmpeg decodes uploads, once for the process (logged when listening).
+  useFfmpeg(Option.getOrUndefined(config.ffmpegPath))
   // Checked when the configuration was read: a bad directory stops the service at start.
   const speakerModel = speakerModelProfile(Option.getOrUndefined(config.speakerEmbeddingDir))
   // One service per engine kind; today each runs on the worker pool (ffmpeg: a child process).
@@ -327,7 +336,9 @@ export const startServer = Effect.gen(function*() {
       // the instance still serves everything else, so it stays ready and says what is missing.
       { name: "speech_to_text", optional: true, run: asrReady(config) },
       // Optional too: without Debian's library espeak-ng speaks with the bundled build, slower.
-      { name: "espeak_native", optional: true, run: espeakNativeReady }
+      { name: "espeak_native", optional: true, run: espeakNativeReady },
+      // Optional: without a system ffmpeg, uploads are decoded by npm's 2018 build (or not at all).
+      { name: "media_decoder", optional: true, run: ffmpegReady }
     ]
   })
   const webSockets = makeTtsWebSockets({
@@ -376,6 +387,9 @@ export const startServer = Effect.gen(function*() {
   if (asrMissing !== undefined) yield* Effect.logWarning("speech-to-text is unavailable; everything else runs", { reason: asrMissing.message })
   const espeakNativeMissing = EspeakNative.check()
   if (espeakNativeMissing !== undefined) yield* Effect.logWarning("espeak-ng speaks with its bundled build", { reason: espeakNativeMissing })
+  const ffmpeg = currentFfmpeg()
+  if (ffmpeg !== undefined && ffmpeg.source !== "npm-2018-fallback") yield* Effect.logInfo("media decoder", { ffmpeg: describeFfmpeg(ffmpeg) })
+  else yield* Effect.logWarning("media decoder", { ffmpeg: describeFfmpeg(ffmpeg) })
   yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,
