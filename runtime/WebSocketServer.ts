@@ -36,7 +36,7 @@ import { resolveSessionVoice, type SessionDefaultLanguage } from "../actors/Sess
 import { Inbox, type SessionEnd, type SessionOutput, type SessionSocket, SocketGone } from "../actors/TtsSessionMessages.ts"
 import type { ResolvedVoice } from "../actors/Synthesizer.ts"
 import { ApiError, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
-import { type Authenticate, authenticateChallenge, insufficientScope, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
+import { type Authenticate, authenticateChallenge, bearerToken, insufficientScope, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
 import { CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
 import { inactivityTimeoutMs, sessionFormat } from "../protocol/ws/SessionQuery.ts"
 import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame, textFramePayload } from "../protocol/ws/TtsFrames.ts"
@@ -210,11 +210,12 @@ export interface TtsWebSockets {
   readonly bufferedBytes: () => number
 }
 
-const refuse = (res: uWS.HttpResponse, error: ApiError, resourceMetadataUrl: string | undefined) =>
+/** `tokenRefused`: the upgrade carried a bearer token (its 401 says invalid_token, RFC 6750 3.1). */
+const refuse = (res: uWS.HttpResponse, error: ApiError, resourceMetadataUrl: string | undefined, tokenRefused = false) =>
   res.cork(() => {
     res.writeStatus(`${error.status} ${statusText[error.status] ?? ""}`)
     res.writeHeader("content-type", "application/json")
-    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge(resourceMetadataUrl))
+    if (error.status === 401) res.writeHeader("www-authenticate", authenticateChallenge(resourceMetadataUrl, tokenRefused))
     for (const [k, v] of Object.entries(error.headers ?? {})) res.writeHeader(k, v)
     res.end(errorBody(error))
   })
@@ -233,7 +234,7 @@ const decodeSegment = (s: string): string => {
 }
 
 export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets => {
-  const refuseUpgrade = (res: uWS.HttpResponse, error: ApiError) => refuse(res, error, options.resourceMetadataUrl?.())
+  const refuseUpgrade = (res: uWS.HttpResponse, error: ApiError, tokenRefused = false) => refuse(res, error, options.resourceMetadataUrl?.(), tokenRefused)
   const open = new Set<Connection>()
   /** Open sessions by the API key they authenticated with, to close them when it is deleted. */
   const byKey = new Map<string, Set<Connection>>()
@@ -335,9 +336,15 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
                   }),
                 onFailure: (cause) => {
                   if (aborted || Cause.hasInterruptsOnly(cause)) return Effect.void
-                  const { error, internal } = toApiError(Cause.squash(cause))
-                  refuseUpgrade(res, error)
-                  return internal ? Effect.logError("WebSocket upgrade failed", { cause: Cause.pretty(cause) }) : Effect.void
+                  const failure = Cause.squash(cause)
+                  const { error, kind } = toApiError(failure)
+                  refuseUpgrade(res, error, bearerToken(headers["authorization"]) !== undefined)
+                  // As for HTTP requests (HttpExchange `failed`): only a defect gets a stack.
+                  return kind === "defect"
+                    ? Effect.logError("WebSocket upgrade failed", { cause: Cause.pretty(cause) })
+                    : kind === "outage"
+                    ? Effect.logWarning("WebSocket upgrade failed", { status: error.status, code: error.code, reason: String((failure as { message?: unknown })?.message ?? failure).split("\n", 1)[0] })
+                    : Effect.void
                 }
               })
             ))

@@ -254,7 +254,7 @@ t.test("every operation of the OpenAPI document: hostile strings in parameters a
   // Operations with a body are picked four times as often: they have the most fields.
   const weighted = operations.map((op) => ({ arbitrary: request(op), weight: op.requestBody === undefined ? 1 : 4 }))
   await fc.assert(fc.asyncProperty(fc.oneof(...weighted), async ({ op, path, query, body, anonymous }) => {
-    const search = new URLSearchParams(query.filter(([k]) => k !== "").map(([k, v]) => [k, v.replace(/[\ud800-\udfff]/g, "\u0000")]))
+    const search = new URLSearchParams(query.filter(([k]) => k !== "").map(([k, v]): [string, string] => [k, v.replace(/[\ud800-\udfff]/g, "\u0000")]))
     const headers: Record<string, string> = anonymous ? {} : { "xi-api-key": user.apiKey }
     let payload: string | FormData | undefined
     if (typeof body === "string") {

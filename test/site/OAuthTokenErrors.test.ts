@@ -6,6 +6,7 @@
  * is `invalid_scope` and leaves the refresh token usable (RFC 6749 6).
  */
 import { Effect } from "effect"
+import * as http from "node:http"
 import t from "tap"
 import { consentedTokens, loopbackCallback, registerPublicClient, tokenRequest } from "../support/oauthFlow.ts"
 import { startTestService } from "../support/service.ts"
@@ -19,6 +20,24 @@ const session = await Effect.runPromise(service.webSessions.start(user.userId))
 const tokensFor = (scopes: ReadonlyArray<string>) => consentedTokens(site, { session, clientId, redirectUri, scopes, granted: scopes })
 const voices = (headers: Record<string, string>) => fetch(`${site}/api/v1/voices`, { headers })
 
+/** A WebSocket upgrade of stream-input with `authorization`; the refusal's status and challenge. */
+const upgrade = (authorization: string) =>
+  new Promise<{ status: number; challenge: string | undefined }>((resolve, reject) => {
+    const req = http.request(`${site}/api/v1/text-to-speech/mari/stream-input`, {
+      headers: { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", authorization }
+    })
+    req.on("response", (res) => {
+      res.resume()
+      resolve({ status: res.statusCode ?? 0, challenge: res.headers["www-authenticate"] as string | undefined })
+    })
+    req.on("upgrade", (_res, socket) => {
+      socket.destroy()
+      reject(new Error("upgraded with a refused token"))
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
 t.test("401 challenges: invalid_token for a refused bearer token, the bare challenge without one", async (t) => {
   const issued = await tokensFor(["voices"])
   t.equal((await voices({ authorization: `Bearer ${issued.access_token}` })).status, 200)
@@ -30,6 +49,9 @@ t.test("401 challenges: invalid_token for a refused bearer token, the bare chall
   const unknown = await voices({ authorization: "Bearer oat_nothing" })
   t.equal(unknown.status, 401)
   t.match(unknown.headers.get("www-authenticate"), /error="invalid_token"/, "an unknown token too")
+  const socket = await upgrade(`Bearer ${issued.access_token}`)
+  t.equal(socket.status, 401, "a WebSocket upgrade with the revoked token")
+  t.match(socket.challenge, /^Bearer error="invalid_token"/, "says invalid_token too")
   const none = await fetch(`${site}/api/v1/user/subscription`)
   t.equal(none.status, 401)
   t.notMatch(none.headers.get("www-authenticate"), /error=/, "no credential: no error code (RFC 6750 3.1)")
