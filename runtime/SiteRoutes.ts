@@ -38,9 +38,11 @@ const asPage = <R>(route: Route<R>): Route<R> => ({
   ...route,
   handler: (ctx) =>
     route.handler(ctx).pipe(Effect.catch((failure) => {
-      const { error, internal } = toApiError(failure)
+      const { error, kind } = toApiError(failure)
       const body = `<h1>That did not work</h1>${message("error", error.message)}<p><a href="/">Home</a> · <a href="/sign-in">Sign in</a></p>`
-      return (internal ? Effect.logError("site page failed", failure) : Effect.void).pipe(
+      // By kind, as for API requests (HttpExchange `failed`): an outage is a warning, a defect an error.
+      const log = kind === "defect" ? Effect.logError("site page failed", failure) : kind === "outage" ? Effect.logWarning("site page failed", failure) : Effect.void
+      return log.pipe(
         Effect.as(htmlReply(error.status, page({ title: "Error", body })))
       )
     }))
