@@ -77,6 +77,10 @@ export const prepareChunk = Effect.fn("ChunkTranslation.prepare")(function*(requ
   if (pair === undefined) {
     return yield* new ChunkRequestError({ reason: "UnsupportedPair", message: `no translation from ${source} to ${target} here; supported pairs: ${describePairs(pairs)}` })
   }
+  // A pair still starting (Apertium at start-up or after a crash) is refused here, before any
+  // answer, so a stream's caller gets the 503 and its Retry-After too; text with nothing to
+  // translate needs no engine.
+  if (request.newSource.trim() !== "") yield* (yield* Translator).check(source, target)
   return { request, source, target, model: `${pair.engine}:${pair.mode}` } satisfies PreparedChunk
 })
 

@@ -157,6 +157,9 @@ const table = {
   "TranslatorError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "TranslatorError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
   "TranslatorError.Busy": { status: 503, code: "server_busy", exposeMessage: true, retryAfterS: 1 },
+  // A pair's Apertium pipeline is starting (at start-up, or after it died): 0.3 s on a quiet
+  // machine, seconds on a loaded one.
+  "TranslatorError.Starting": { status: 503, code: "engine_starting", exposeMessage: true, retryAfterS: 2 },
   "SummarizerError.EngineFailed": { status: 502, code: "engine_failed", exposeMessage: true },
   "SummarizerError.TimedOut": { status: 502, code: "engine_failed", exposeMessage: true },
   "SummarizerError.EmptyTranscript": { status: 409, code: "empty_transcript", exposeMessage: true },

@@ -68,12 +68,12 @@ import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
 import { PoolTts } from "../engines/tts/Tts.ts"
 import { PoolDenoiser } from "../engines/denoise/Denoiser.ts"
 import type { Summarizer } from "../engines/summary/Summarizer.ts"
-import type { Translator } from "../engines/translate/Translator.ts"
+import { Translator } from "../engines/translate/Translator.ts"
 import { RateLimiter } from "../protocol/RateLimiter.ts"
 import { summaryRoutes } from "../protocol/routes/summaries.ts"
 import { translateRoutes } from "../protocol/routes/translate.ts"
 import { Summaries, summariesLayer } from "../storage/Summaries.ts"
-import { languageEngineLayers } from "./LanguageEngines.ts"
+import { languageEngineLayers, translationGauges, translationReady } from "./LanguageEngines.ts"
 import { siteRoutes } from "./SiteRoutes.ts"
 import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
 import { apiKeyScopes } from "../storage/ApiKeys.ts"
@@ -95,6 +95,8 @@ export interface RunningService {
   readonly webSessions: WebSessions["Service"]
   /** The database, for tests that check what is stored (voiceprints, upload claims). */
   readonly sql: SqlClient
+  /** For tests that wait for a translation pair to be ready. */
+  readonly translator: Translator["Service"]
 }
 
 /** Languages the TTS model reports: every language of the preset catalogue. */
@@ -268,6 +270,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
 export const startServer = Effect.gen(function*() {
   const config = yield* AppConfig
   const users = yield* Users
+  const translator = yield* Translator
   const keys = yield* ApiKeys
   const credits = yield* Credits
   const webSessions = yield* WebSessions
@@ -338,7 +341,9 @@ export const startServer = Effect.gen(function*() {
       // Optional too: without Debian's library espeak-ng speaks with the bundled build, slower.
       { name: "espeak_native", optional: true, run: espeakNativeReady },
       // Optional: without a system ffmpeg, uploads are decoded by npm's 2018 build (or not at all).
-      { name: "media_decoder", optional: true, run: ffmpegReady }
+      { name: "media_decoder", optional: true, run: ffmpegReady },
+      // Optional: pairs start in the background after the instance is ready (503 engine_starting meanwhile).
+      { name: "translation", optional: true, run: translationReady(translator) }
     ]
   })
   const webSockets = makeTtsWebSockets({
@@ -358,7 +363,8 @@ export const startServer = Effect.gen(function*() {
       { name: "process_uncaught_faults", description: "Exceptions and rejections no handler caught, kept from ending the process (each is logged)", read: uncaughtFaults },
       { name: "tts_ws_sessions_active", description: "Open WebSocket text-to-speech sessions", read: webSockets.activeSessions },
       { name: "tts_ws_sessions_backpressured", description: "WebSocket sessions waiting for their client to read", read: webSockets.backpressuredSessions },
-      { name: "tts_ws_buffered_bytes", description: "Bytes held in WebSocket send buffers", read: webSockets.bufferedBytes }
+      { name: "tts_ws_buffered_bytes", description: "Bytes held in WebSocket send buffers", read: webSockets.bufferedBytes },
+      ...translationGauges(translator)
     ]).pipe(Effect.provideContext(context))
   })
 
@@ -400,7 +406,8 @@ export const startServer = Effect.gen(function*() {
     keys,
     credits,
     webSessions,
-    sql
+    sql,
+    translator
   } satisfies RunningService
 })
 

@@ -1,14 +1,17 @@
 /**
  * `Translator` by Apertium (rule-based machine translation, Debian packages): the pairs are the
- * modes installed in `modesDir`, each served by one long-lived null-flush pipeline started on
- * first use (ApertiumProcess.ts) and stopped with the layer.
+ * modes installed in `modesDir`, each served by one long-lived null-flush pipeline
+ * (ApertiumProcess.ts), stopped with the layer. The pairs of `warm` are started in the background
+ * when the layer is built, one after another (a start is a burst of CPU: two at once would take
+ * both cores of a small machine), so the layer and the service are ready at once; a request for
+ * a pair not ready yet is refused with `Starting` (503 + Retry-After) and starts it.
  *
  * Apertium translates sentence by sentence and keeps no state between them, so `context` is not
  * used, and a chunk goes as one request per sentence (engines/text/Segmenter.ts): a long chunk
  * streams its translation sentence by sentence (one SSE `delta` each) and an interrupted stream
  * drops the sentences not yet written to the pipeline.
  */
-import { Effect, Layer, Stream } from "effect"
+import { Duration, Effect, Layer, Stream } from "effect"
 import { type ApertiumMode, listApertiumModes, nullFlushPipeline } from "./ApertiumModes.ts"
 import { ApertiumProcess, ApertiumProcessError } from "./ApertiumProcess.ts"
 import { segmentSentences } from "../text/Segmenter.ts"
@@ -22,6 +25,10 @@ export interface ApertiumOptions {
   readonly timeoutMs?: number
   /** Sentences that may wait per pair before requests are refused. */
   readonly maxQueue?: number
+  /** Pairs started at start-up: all, none, or these (`eng-spa`, by mode or ISO 639-3 codes). Default all. */
+  readonly warm?: "all" | "none" | ReadonlyArray<string>
+  /** Longest a pipeline's start may take, ms (ApertiumProcess.ts). */
+  readonly startTimeoutMs?: number
 }
 
 /**
@@ -38,7 +45,7 @@ export const followCase = (source: string, translated: string): string => {
 
 const toTranslatorError = (mode: ApertiumMode) => (e: unknown): TranslatorError => {
   if (!(e instanceof ApertiumProcessError)) return new TranslatorError({ reason: "EngineFailed", message: `Apertium ${mode.name}: ${String(e)}` })
-  const reason = e.reason === "Unavailable" ? "EngineUnavailable" : e.reason === "TimedOut" ? "TimedOut" : e.reason === "Busy" ? "Busy" : "EngineFailed"
+  const reason = e.reason === "Unavailable" ? "EngineUnavailable" : e.reason === "TimedOut" ? "TimedOut" : e.reason === "Busy" ? "Busy" : e.reason === "Starting" ? "Starting" : "EngineFailed"
   return new TranslatorError({ reason, message: `Apertium ${mode.name}: ${e.message}` })
 }
 
@@ -53,19 +60,51 @@ export const makeApertiumTranslator = Effect.fn("ApertiumTranslator.make")(funct
   const processOf = (mode: ApertiumMode) => {
     let p = processes.get(mode.name)
     if (p === undefined) {
-      p = new ApertiumProcess({ pipeline: () => nullFlushPipeline(mode), timeoutMs: options.timeoutMs ?? 10_000, maxQueue: options.maxQueue ?? 256 })
+      p = new ApertiumProcess({
+        pipeline: () => nullFlushPipeline(mode),
+        timeoutMs: options.timeoutMs ?? 10_000,
+        maxQueue: options.maxQueue ?? 256,
+        ...(options.startTimeoutMs === undefined ? {} : { startTimeoutMs: options.startTimeoutMs })
+      })
       processes.set(mode.name, p)
     }
     return p
   }
+  modes.forEach(processOf)
+  const modeOf = (source: string, target: string) => modes.find((m) => m.source === source && m.target === target)
+  const noPair = (source: string, target: string) =>
+    new TranslatorError({ reason: "UnsupportedPair", message: `Apertium has no ${source}-${target} pair here` })
+
+  const warm = options.warm ?? "all"
+  const toWarm = warm === "all" ? modes : warm === "none" ? [] : modes.filter((m) => warm.includes(m.name) || warm.includes(`${m.source}-${m.target}`))
+  // In the background, one pair after another; a pair a request started meanwhile is simply
+  // waited for. A failed start is logged and the next pair goes on.
+  yield* Effect.forEach(toWarm, (mode) =>
+    Effect.tryPromise({ try: () => processOf(mode).start(), catch: toTranslatorError(mode) }).pipe(
+      Effect.timed,
+      Effect.flatMap(([took]) => Effect.logDebug("Apertium pair warm", { mode: mode.name, ms: Math.round(Duration.toMillis(took)) })),
+      Effect.catch((e) => Effect.logWarning("Apertium pair did not start", { mode: mode.name, error: e.message }))
+    ), { discard: true }).pipe(Effect.forkScoped)
 
   return Translator.of({
     pairs: Effect.succeed(pairs),
+    check: (source, target) =>
+      Effect.suspend(() => {
+        const mode = modeOf(source, target)
+        if (mode === undefined) return Effect.fail(noPair(source, target))
+        const refused = processOf(mode).admit()
+        return refused === undefined ? Effect.void : Effect.fail(toTranslatorError(mode)(refused))
+      }),
+    warm: (source, target) =>
+      Effect.suspend(() => {
+        const mode = modeOf(source, target)
+        if (mode === undefined) return Effect.fail(noPair(source, target))
+        return Effect.tryPromise({ try: () => processOf(mode).start(), catch: toTranslatorError(mode) })
+      }),
+    status: () => modes.map((m) => ({ mode: m.name, state: processOf(m).state, starts: processOf(m).starts })),
     translate: (request) => {
-      const mode = modes.find((m) => m.source === request.source && m.target === request.target)
-      if (mode === undefined) {
-        return Stream.fail(new TranslatorError({ reason: "UnsupportedPair", message: `Apertium has no ${request.source}-${request.target} pair here` }))
-      }
+      const mode = modeOf(request.source, request.target)
+      if (mode === undefined) return Stream.fail(noPair(request.source, request.target))
       const process = processOf(mode)
       // ICU sentences (line breaks end one too); under 8 characters ("Dr.") merged with a neighbour.
       const sentences = segmentSentences(request.text, { locale: iso1Of(request.source) ?? "und", minChars: 8, maxChars: 1000 })

@@ -32,6 +32,10 @@ export const makeLlmTranslator = (endpoint: ChatEndpoint) => {
   )
   return Translator.of({
     pairs: Effect.succeed(pairs),
+    // A remote endpoint has no start-up of ours: every pair is always ready (its failures are the request's).
+    check: () => Effect.void,
+    warm: () => Effect.void,
+    status: () => [],
     translate: (request) =>
       chatStream(endpoint, translationMessages(request), { temperature: 0 }).pipe(
         Stream.mapError((e) => new TranslatorError({ reason: reasonOf(e), message: `the translation model failed: ${e.message}` })),

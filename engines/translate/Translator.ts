@@ -35,9 +35,11 @@ export class TranslatorError extends Data.TaggedError("TranslatorError")<{
    * `UnsupportedPair`: no engine here translates the pair (400). `EngineUnavailable`: the
    * engine's program or endpoint is missing (502). `EngineFailed`: it failed or answered nothing
    * usable, upstream rate limits included once retries are spent (502). `TimedOut` (502).
-   * `Busy`: too much is waiting for the engine already; retry later (503).
+   * `Busy`: too much is waiting for the engine already; retry later (503). `Starting`: the
+   * pair's engine is starting (at start-up, or after it died) and takes no request yet; retry in
+   * a moment (503 `engine_starting`, Retry-After).
    */
-  readonly reason: "UnsupportedPair" | "EngineUnavailable" | "EngineFailed" | "TimedOut" | "Busy"
+  readonly reason: "UnsupportedPair" | "EngineUnavailable" | "EngineFailed" | "TimedOut" | "Busy" | "Starting"
   readonly message: string
 }> {}
 
@@ -45,4 +47,14 @@ export class Translator extends Context.Service<Translator, {
   /** The pairs this deployment really has (Apertium: the installed modes), sorted. */
   readonly pairs: Effect.Effect<ReadonlyArray<TranslationPair>>
   readonly translate: (request: TranslateRequest) => Stream.Stream<string, TranslatorError>
+  /**
+   * Fails at once, without waiting, when the pair cannot take a request now (`Starting`, or the
+   * failure of its last start), and starts it when it is not running: the route checks this
+   * before it answers, so a stream's caller gets the 503 and its Retry-After too.
+   */
+  readonly check: (source: string, target: string) => Effect.Effect<void, TranslatorError>
+  /** Starts the pair when needed and completes once it is ready (tests, tools); fails as its start did. */
+  readonly warm: (source: string, target: string) => Effect.Effect<void, TranslatorError>
+  /** Each pair's engine state (Apertium: per pipeline; a chat model is always `ready`), for /readyz and the metrics. */
+  readonly status: () => ReadonlyArray<{ readonly mode: string; readonly state: "idle" | "starting" | "ready" | "failed"; readonly starts: number }>
 }>()("speech/engines/Translator") {}

@@ -4,8 +4,8 @@
  * JSON answers `{appended}`. `?stream=true` or `Accept: text/event-stream` answers server-sent
  * events: `delta` `{appended}` per piece (concatenate in order), then `done`
  * `{model, source, target}`; or one `error` `{code, message}` before the stream closes. What can be
- * known before answering (body, languages, pair) is still a plain 400; the rate limit, credits and
- * the engine are reported in the stream. A client that disconnects interrupts the fiber, which
+ * known before answering (body, languages, pair, a pair whose engine is still starting) is a plain
+ * 400 or 503; the rate limit, credits and the engine's failures are reported in the stream. A client that disconnects interrupts the fiber, which
  * stops the engine work (queued Apertium chunks are dropped, a chat request is aborted).
  *
  * Rate limit: a token bucket per credential (API key; OAuth tokens: the user), anonymous callers
@@ -70,7 +70,8 @@ export const translateRoutes = (options: TranslateRouteOptions): ReadonlyArray<R
       401: errorDoc("an invalid credential"),
       402: errorDoc("out of credits (one per started 100 characters of new_source)"),
       429: errorDoc("rate_limited: over the per-credential chunk rate (Retry-After says when to retry)"),
-      502: errorDoc("the translation engine failed (engine_failed, engine_unavailable)")
+      502: errorDoc("the translation engine failed (engine_failed, engine_unavailable)"),
+      503: errorDoc("the pair's engine is starting (engine_starting: at start-up or after it stopped) or too many chunks wait for it (server_busy); Retry-After says when to retry")
     },
     handler: (ctx) =>
       Effect.gen(function*() {

@@ -13,6 +13,8 @@ import { startTestService } from "../support/service.ts"
 import { sseEvents } from "../support/sse.ts"
 
 const service = await startTestService(t, { TRANSLATE_RATE_PER_S: "1000", TRANSLATE_BURST: "1000" })
+// Until a pair's pipeline is started, requests for it get 503 engine_starting (TranslateStarting.test.ts).
+await Effect.runPromise(service.translator.warm("eng", "spa"))
 const user = await service.newUser(1000)
 const balance = (userId: string) => Effect.runPromise(service.users.balance(userId))
 
@@ -109,6 +111,7 @@ t.test("credits: one per started 100 characters of new_source; 402 when out, JSO
 
 t.test("rate limit: a bucket per credential; 429 with Retry-After, or one SSE error", async (t) => {
   const limited = await startTestService(t, { TRANSLATE_RATE_PER_S: "1", TRANSLATE_BURST: "2" })
+  await Effect.runPromise(limited.translator.warm("eng", "spa"))
   const a = await limited.newUser()
   const b = await limited.newUser()
   const body = { new_source: "hello", source: "en", target: "es" }

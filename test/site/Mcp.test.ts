@@ -21,6 +21,8 @@ import { conversationWav, LIBRIVOX_WAV } from "../support/librivoxSpeech.ts"
 import { startTestService } from "../support/service.ts"
 
 const service = await startTestService(t, { WORKERS: "1" })
+// translate_text on a pair not started yet is refused with engine_starting (Apertium starts in the background).
+await Effect.runPromise(service.translator.warm("eng", "spa"))
 const site = service.siteUrl
 const password = "mcp test password"
 const cat = await Effect.runPromise(service.users.createUserWithKey({ name: "cat", email: "cat@example.com", passwordHash: await Effect.runPromise(hashPassword(password)), credits: 100_000 }))

@@ -34,6 +34,9 @@ export const startTestService = async (
     DATA_DIR: dataDir,
     LOG_LEVEL: "error",
     WORKERS: "1",
+    // No Apertium pipelines started in the background of every test's service (eight pairs, a
+    // burst of CPU each): a test that translates warms its pairs (`translator.warm`).
+    APERTIUM_WARM: "none",
     ...(databaseUrl === undefined ? {} : { DATABASE_URL: databaseUrl }),
     ...env
   }

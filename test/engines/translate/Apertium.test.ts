@@ -2,7 +2,8 @@
  * The Apertium translator for real (Debian's apertium and pairs, installed by scripts/setup.sh):
  * the installed modes, the null-flush request format with every reserved character, one
  * long-lived pipeline serving many requests, and its failures: an aborted request, a pipeline
- * that dies, one that hangs past the timeout, a full queue, missing programs.
+ * that dies (restarted at once), one that hangs past the timeout, a full queue, missing programs.
+ * Start-up as its own phase (refused requests while starting): ApertiumStart.test.ts.
  */
 import { Effect, Exit, Fiber, Stream } from "effect"
 import fc from "fast-check"
@@ -18,6 +19,12 @@ const engSpa = modes.find((m) => m.name === "eng-spa")!
 
 const apertium = (pipeline: () => Promise<string>, options: { timeoutMs?: number; maxQueue?: number } = {}) =>
   new ApertiumProcess({ pipeline, timeoutMs: options.timeoutMs ?? 10_000, maxQueue: options.maxQueue ?? 16 })
+
+/** A pipeline started and warm: requests to one that is not are refused with `Starting`. */
+const started = async (p: ApertiumProcess) => {
+  await p.start()
+  return p
+}
 
 t.test("language codes: ISO 639-1, 639-3, 639-2/B and regional tags", async (t) => {
   t.equal(normalizeLanguage("en"), "eng")
@@ -42,7 +49,7 @@ t.test("request format: reserved characters survive the round trip through a rea
   t.equal(encodeRequest("a\0b\u0007c"), "abc[]\0", "controls are removed, \\0 above all")
   t.equal(encodeRequest("x\r\n\ny"), "x[\n\n]y[]\0", "line breaks become one superblank")
   t.equal(decodeAnswer(" Hola[\n]\\[x\\] \\\\ 5\\$[[t:b:123]]y[]"), " Hola\n[x] \\ 5$y")
-  const p = apertium(() => nullFlushPipeline(engSpa))
+  const p = await started(apertium(() => nullFlushPipeline(engSpa)))
   t.teardown(() => p.close())
   const out = await p.translate("The [cat] costs $5 <b> {x} ^y/z @home \\ #1 a*b")
   for (const kept of ["[", "]", "$5", "<", ">", "{", "}", "^", "/", "@", "\\", "#1", "*"]) t.ok(out.includes(kept), `${JSON.stringify(kept)} in ${JSON.stringify(out)}`)
@@ -53,7 +60,7 @@ t.test("request format: reserved characters survive the round trip through a rea
 t.test("no character in any position wedges any installed pair (a trailing ^ once did)", async (t) => {
   const specials = [..."\\[]^$@*/<>{}#~+|\"'`&%_=;:-", "[[", "]]", "^$", "$^", "\\^", "^^", "{^", "<$", "\ue05e"]
   for (const mode of modes) {
-    const p = apertium(() => nullFlushPipeline(mode), { timeoutMs: 3000, maxQueue: 1000 })
+    const p = await started(apertium(() => nullFlushPipeline(mode), { timeoutMs: 3000, maxQueue: 1000 }))
     const wedged: Array<string> = []
     for (const c of specials) {
       for (const text of [c, `a ${c}`, `dog${c}`, `${c} dog`, `the ${c}dog is big.`, `the dog. ${c}`, `${c}\n`, `x ${c} \n\n`]) {
@@ -63,14 +70,14 @@ t.test("no character in any position wedges any installed pair (a trailing ^ onc
     p.close()
     t.same(wedged, [], `${mode.name}: every request answered`)
   }
-  const p = apertium(() => nullFlushPipeline(engSpa))
+  const p = await started(apertium(() => nullFlushPipeline(engSpa)))
   t.teardown(() => p.close())
   t.match(await p.translate("dog^"), /\^$/u, "a caret comes back as a caret")
   t.notMatch(await p.translate("a \ue05e b"), /\^/u, "the stand-in itself is not smuggled in")
 })
 
 t.test("one pipeline, many requests in order; a queued request that is aborted is dropped", async (t) => {
-  const p = apertium(() => nullFlushPipeline(engSpa))
+  const p = await started(apertium(() => nullFlushPipeline(engSpa)))
   t.teardown(() => p.close())
   const words = ["house", "dog", "cat", "book", "friend"]
   const answers = await Promise.all(words.map((w) => p.translate(`the ${w}`)))
@@ -89,39 +96,53 @@ t.test("one pipeline, many requests in order; a queued request that is aborted i
   t.equal(p.pid, pid, "the same pipeline throughout")
 })
 
-t.test("a pipeline that dies fails its request and the next one starts a new pipeline", async (t) => {
-  const p = apertium(() => nullFlushPipeline(engSpa))
+t.test("a pipeline that dies is restarted at once, before any request asks", async (t) => {
+  const states: Array<string> = []
+  let restarted: () => void = () => {}
+  const ready = new Promise<void>((resolve) => (restarted = resolve))
+  const p = new ApertiumProcess({
+    pipeline: () => nullFlushPipeline(engSpa),
+    timeoutMs: 10_000,
+    maxQueue: 16,
+    onStateChange: (state) => {
+      states.push(state)
+      if (state === "ready" && states.length > 2) restarted()
+    }
+  })
   t.teardown(() => p.close())
+  await p.start()
   t.equal((await p.translate("the cat")).trim().toLowerCase(), "el gato")
   const pid = p.pid!
   process.kill(-pid, "SIGKILL")
-  await new Promise((r) => setTimeout(r, 100))
-  t.notOk(p.running, "the death was noticed")
+  await ready
+  t.same(states, ["starting", "ready", "starting", "ready"], "the death started a new pipeline")
+  t.equal(p.starts, 2)
   t.equal((await p.translate("the dog")).trim().toLowerCase(), "el perro")
   t.not(p.pid, pid)
 })
 
 t.test("timeouts, a full queue, and missing programs are errors with a reason", async (t) => {
-  // A pipeline that reads and never answers.
-  const hung = apertium(() => Promise.resolve("cat > /dev/null"), { timeoutMs: 300, maxQueue: 2 })
+  // A pipeline that answers its warm-up (4 bytes: "a[]\0"), then reads and never answers.
+  const hung = await started(apertium(() => Promise.resolve("head -c 4 > /dev/null; printf '\\0'; cat > /dev/null"), { timeoutMs: 300, maxQueue: 2 }))
   t.teardown(() => hung.close())
   const slow = hung.translate("one")
-  const queued = hung.translate("two")
-  const refused = await hung.translate("three").catch((e: ApertiumProcessError) => e.reason)
-  t.equal(refused, "Busy", "a queue of two refuses the third")
+  const queued = [hung.translate("two"), hung.translate("three")]
+  const refused = await hung.translate("four").catch((e: ApertiumProcessError) => e.reason)
+  t.equal(refused, "Busy", "one running and a queue of two refuse the fourth")
   t.equal(await slow.catch((e: ApertiumProcessError) => e.reason), "TimedOut")
-  t.equal(await queued.catch((e: ApertiumProcessError) => e.reason), "TimedOut", "the next one gets a fresh pipeline, which hangs too")
+  t.same(await Promise.all(queued.map((q) => q.catch((e: ApertiumProcessError) => e.reason))), ["TimedOut", "TimedOut"], "the next ones wait for a fresh pipeline, which hangs too")
 
   const missing = apertium(() => Promise.resolve("no-such-apertium-program"))
   t.teardown(() => missing.close())
-  t.equal(await missing.translate("x").catch((e: ApertiumProcessError) => e.reason), "Unavailable")
+  t.equal(await missing.start().catch((e: ApertiumProcessError) => e.reason), "Unavailable")
+  t.equal(await missing.translate("x").catch((e: ApertiumProcessError) => e.reason), "Unavailable", "a request is told why")
   const noMode = apertium(() => nullFlushPipeline({ ...engSpa, path: "/nonexistent/eng-spa.mode" }))
   t.teardown(() => noMode.close())
-  t.equal(await noMode.translate("x").catch((e: ApertiumProcessError) => e.reason), "Failed")
+  t.equal(await noMode.start().catch((e: ApertiumProcessError) => e.reason), "Failed")
 })
 
 t.test("property: any text gets an answer and the pipeline stays in step", async (t) => {
-  const p = apertium(() => nullFlushPipeline(engSpa))
+  const p = await started(apertium(() => nullFlushPipeline(engSpa)))
   t.teardown(() => p.close())
   await fc.assert(
     fc.asyncProperty(fc.string({ unit: "binary", maxLength: 60 }), async (text) => {
@@ -137,7 +158,8 @@ t.test("property: any text gets an answer and the pipeline stays in step", async
 
 t.test("the Translator: pairs, sentence-by-sentence pieces, the source's case, interruption", async (t) => {
   await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-    const translator = yield* makeApertiumTranslator({ modesDir: MODES })
+    const translator = yield* makeApertiumTranslator({ modesDir: MODES, warm: ["eng-spa"] })
+    yield* translator.warm("eng", "spa")
     const pairs = yield* translator.pairs
     t.ok(pairs.some((p) => p.source === "eng" && p.target === "spa" && p.engine === "apertium" && p.mode === "eng-spa"))
     const pieces = yield* Stream.runCollect(translator.translate({ text: "The cat is black. The dog is white!\nGood night.", source: "eng", target: "spa", context: "" }))
