@@ -153,7 +153,7 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
     tmpPurgeLayer({ dir: path.join(config.dataDir, "tmp"), maxAgeMs: config.tmpMaxAgeS * 1000 })
   ).pipe(Layer.provide(accounts))
-  const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue, nice: config.workerNice })
+  const pool = WorkerPool.layer({ workers: config.workers, maxQueue: config.poolMaxQueue, nice: config.workerNice, sessionsPerWorker: config.sttSessionsPerWorker })
   // ffmpeg and Apertium, started by the main thread, run at the workers' priority too.
   setChildNice(config.workerNice)
   // Which ffmpeg decodes uploads, once for the process (logged when listening).

@@ -30,9 +30,15 @@
  * would have been", 30.4 % WER between the two; µ-law 8 kHz 78 %). So `commit` by default
  * decodes the utterance again in one `full_utt` call (batch CMN), from the same dithered samples
  * kept during the live pass: its words are then exactly the synchronous recognizer's on that
- * audio. Cost: a second decode of the utterance at commit (the commit's latency grows with the
- * utterance, ≈ its duration × the decoder's real-time factor) and 32 KB of samples per second
- * of utterance held until then. `finalPass: "live"` keeps the live pass's words instead.
+ * audio. Cost: a second decode of the utterance at commit and 32 KB of samples per second of
+ * utterance held until then. Measured on 0870 (7.1 s; CPU ms, a machine at load 10-19 on 2
+ * cores): live pass 810-1110, its ps_end_utt (the fwdflat pass) 200-300, the final pass 790-1270
+ * more: the commit costs about as much CPU as the live decode did, so its latency grows with the
+ * utterance (bench/sttStreamingRtf.ts). `finalPass: "live"` keeps the live pass's words and a
+ * cheap commit instead. Measured too: the same decoder's SECOND live pass over the same audio
+ * (its CMN warmed by the first) came within 2 words of the synchronous ones, so priming live CMN
+ * (sphinxbase's cmn_live_set, not reachable through 5prealpha's public API) is the way to drop
+ * the final pass; not done yet.
  */
 import { ASR_SAMPLE_RATE, AsrError, checkLanguage } from "./AsrEngine.ts"
 import { DITHER_SEED, ditheredInt16, PocketSphinxAsr, type PocketSphinxOptions } from "./PocketSphinxAsr.ts"

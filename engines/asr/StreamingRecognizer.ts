@@ -61,6 +61,8 @@ export interface PoolStreamingRecognizerOptions {
   readonly releaseAfterMs?: number
   /** Audio between two partials, ms; default 160. */
   readonly partialEveryMs?: number
+  /** "full" (default): exact synchronous words, a second decode at commit; "live": the live pass's words, a cheap commit. */
+  readonly finalPass?: "full" | "live"
 }
 
 const make = (options: PoolStreamingRecognizerOptions) => Effect.map(Inference, (pool) => StreamingRecognizer.of({
@@ -71,7 +73,8 @@ const make = (options: PoolStreamingRecognizerOptions) => Effect.map(Inference, 
         ...(config.language === undefined ? {} : { language: config.language }),
         ...(options.pocketsphinx === undefined ? {} : { pocketsphinx: options.pocketsphinx }),
         ...(options.releaseAfterMs === undefined ? {} : { releaseAfterMs: options.releaseAfterMs }),
-        ...(options.partialEveryMs === undefined ? {} : { partialEveryMs: options.partialEveryMs })
+        ...(options.partialEveryMs === undefined ? {} : { partialEveryMs: options.partialEveryMs }),
+        ...(options.finalPass === undefined ? {} : { finalPass: options.finalPass })
       }
       const session = yield* pool.openSession("asr.stream", init, (event) => onPartial(event as StreamPartial))
       const call = <A>(m: StreamMessage) => session.call<A>(m).pipe(Effect.mapError(transcriptionFromEngine))

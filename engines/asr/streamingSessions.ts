@@ -32,6 +32,8 @@ export interface StreamInit {
   readonly partialEveryMs?: number
   /** Spare decoders unused this long are freed, ms. */
   readonly releaseAfterMs?: number
+  /** PocketSphinx: "full" (default) decodes each committed utterance again as a whole (PocketSphinxStreaming.ts, FINAL PASS). */
+  readonly finalPass?: "full" | "live"
 }
 
 export type StreamMessage =
@@ -71,7 +73,8 @@ const engineFor = (init: StreamInit) => {
   return pocketSphinxStreaming({
     ...(init.pocketsphinx === undefined ? {} : { pocketsphinx: init.pocketsphinx }),
     ...(init.partialEveryMs === undefined ? {} : { partialEveryMs: init.partialEveryMs }),
-    ...(init.releaseAfterMs === undefined ? {} : { releaseAfterMs: init.releaseAfterMs })
+    ...(init.releaseAfterMs === undefined ? {} : { releaseAfterMs: init.releaseAfterMs }),
+    ...(init.finalPass === undefined ? {} : { finalPass: init.finalPass })
   })
 }
 

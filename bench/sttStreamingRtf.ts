@@ -1,0 +1,139 @@
+/**
+ * A tiny measurement, not a test (issue 39, engine layer): the real-time factor of PocketSphinx's
+ * streaming decode on one core, raw (FFI calls on this thread, no pool) and through the service's
+ * engine (StreamingRecognizer → one pool session on one worker thread), on the five LibriVox
+ * recordings of Debian's pocketsphinx-testdata sent as fast as they decode in 100 ms blocks.
+ * RTF = CPU seconds / audio seconds for one stream (lower is better; 1 / RTF is how many
+ * 1×-real-time streams a core could hold, before any other load). CPU, not wall time: the
+ * machine is shared (load average 8-10 on 2 cores while this was written), and CPU time is what
+ * a stream costs whoever else runs; the service's figure is the whole process's CPU (the main
+ * thread's conversion and posting, the worker's decoding). Each figure is the best of `REPEATS`. Run: `npx tsx bench/sttStreamingRtf.ts`.
+ *
+ *  - raw live: start_utt, process_raw per block, get_hyp every 160 ms, end_utt, the segments;
+ *  - raw live + final: the same plus the whole-utterance pass the service's commit makes;
+ *  - service: the same work as "raw live + final", through the pool's session port.
+ */
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { readFileSync } from "node:fs"
+import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
+import { DITHER_SEED, ditheredInt16, PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
+import { PoolStreamingRecognizer, StreamingRecognizer } from "../engines/asr/StreamingRecognizer.ts"
+import { WorkerPool } from "../runtime/WorkerPool.ts"
+import { smoke } from "./support.ts"
+
+const DIR = "/usr/share/pocketsphinx/test/data/librivox"
+const IDS = smoke ? ["0880"] : ["0870", "0880", "0890", "0920", "0930"]
+const REPEATS = smoke ? 1 : 3
+const BLOCK = 1600 // 100 ms at 16 kHz
+const HYP_EVERY = 2560 // 160 ms
+
+const pcmOf = (id: string): Int16Array => {
+  const bytes = readFileSync(`${DIR}/sense_and_sensibility_01_austen_64kb-${id}.wav`)
+  const at = bytes.indexOf("data", 12)
+  const body = bytes.subarray(at + 8, at + 8 + bytes.readUInt32LE(at + 4))
+  return new Int16Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength))
+}
+const recordings = IDS.map(pcmOf)
+const audioSeconds = recordings.reduce((s, r) => s + r.length / 16000, 0)
+
+/** CPU seconds of this whole process (every thread). */
+const cpu = () => {
+  const u = process.cpuUsage()
+  return (u.user + u.system) / 1e6
+}
+
+const best = async (f: () => Promise<void> | void): Promise<number> => {
+  let min = Infinity
+  for (let i = 0; i < REPEATS; i++) {
+    const c0 = cpu()
+    await f()
+    min = Math.min(min, cpu() - c0)
+  }
+  return min / audioSeconds
+}
+
+const asr = await PocketSphinxAsr.load()
+const raw = (finalPass: boolean) => () => {
+  const { lib, ps } = asr
+  for (const pcm of recordings) {
+    const dither = { seed: DITHER_SEED }
+    const kept: Array<Int16Array> = []
+    lib.ps_start_stream(ps)
+    lib.ps_start_utt(ps)
+    let since = 0
+    for (let at = 0; at < pcm.length; at += BLOCK) {
+      const block = ditheredInt16(pcm.subarray(at, Math.min(pcm.length, at + BLOCK)), dither)
+      if (finalPass) kept.push(block)
+      lib.ps_process_raw(ps, block, block.length, 0, 0)
+      since += block.length
+      if (since >= HYP_EVERY) {
+        since = 0
+        lib.ps_get_hyp(ps, [0])
+      }
+    }
+    lib.ps_end_utt(ps)
+    if (finalPass) {
+      const whole = new Int16Array(pcm.length)
+      let o = 0
+      for (const k of kept) {
+        whole.set(k, o)
+        o += k.length
+      }
+      lib.ps_start_stream(ps)
+      lib.ps_start_utt(ps)
+      lib.ps_process_raw(ps, whole, whole.length, 0, 1)
+      lib.ps_end_utt(ps)
+    }
+    asr.words((pcm.length * 1000) / 16000)
+  }
+}
+
+const rawLive = await best(raw(false))
+const rawFinal = await best(raw(true))
+asr.dispose()
+
+const runtime = ManagedRuntime.make(PoolStreamingRecognizer.layer().pipe(Layer.provideMerge(WorkerPool.layer({ workers: 1, maxQueue: 8, sessionsPerWorker: 1 }))))
+const service = await best(() =>
+  runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+    const r = yield* Effect.flatMap(StreamingRecognizer, (s) => s.open({ audioFormat: "pcm_16000", language: "en" }, () => {}))
+    for (const pcm of recordings) {
+      const bytes = int16ToBytesLE(pcm)
+      for (let at = 0; at < bytes.length; at += BLOCK * 2) yield* r.push(bytes.subarray(at, Math.min(bytes.length, at + BLOCK * 2)))
+      yield* r.commit
+    }
+  })))
+)
+
+// Commit latency: the audio is all decoded live (a `stats` call returns after every push before
+// it), then the commit alone, i.e. ps_end_utt plus the final pass over the whole utterance.
+const commits: Array<string> = []
+await runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+  const r = yield* Effect.flatMap(StreamingRecognizer, (s) => s.open({ audioFormat: "pcm_16000", language: "en" }, () => {}))
+  for (const pcm of recordings) {
+    let fastest = Infinity
+    let fastestCpu = NaN
+    for (let i = 0; i < REPEATS; i++) {
+      const bytes = int16ToBytesLE(pcm)
+      for (let at = 0; at < bytes.length; at += BLOCK * 2) yield* r.push(bytes.subarray(at, Math.min(bytes.length, at + BLOCK * 2)))
+      yield* r.stats
+      const t0 = performance.now()
+      const c0 = cpu()
+      yield* r.commit
+      const wall = performance.now() - t0
+      if (wall < fastest) {
+        fastest = wall
+        fastestCpu = (cpu() - c0) * 1000
+      }
+    }
+    commits.push(`${(pcm.length / 16000).toFixed(1)} s → ${fastestCpu.toFixed(0)} ms CPU (${fastest.toFixed(0)} ms wall)`)
+  }
+})))
+await runtime.dispose()
+
+const row = (name: string, rtf: number) => console.log(`${name.padEnd(22)} RTF ${rtf.toFixed(3)}  (${(1 / rtf).toFixed(1)} streams per core at 1× real time)`)
+console.log(`${recordings.length} recordings, ${audioSeconds.toFixed(1)} s of audio, 100 ms blocks, best of ${REPEATS}`)
+row("raw live", rawLive)
+row("raw live + final pass", rawFinal)
+row("service (session)", service)
+console.log(`service / raw (same work): ${(service / rawFinal).toFixed(2)}×`)
+console.log(`commit latency (utterance → end_utt + final pass), best of ${REPEATS}: ${commits.join(", ")}`)
