@@ -4,7 +4,8 @@
  * (ApertiumProcess.ts), stopped with the layer. The pairs of `warm` are started in the background
  * when the layer is built, one after another (a start is a burst of CPU: two at once would take
  * both cores of a small machine), so the layer and the service are ready at once; a request for
- * a pair not ready yet is refused with `Starting` (503 + Retry-After) and starts it.
+ * a pair not ready yet starts it and waits up to `startWaitMs` for it (outside its own timeout),
+ * then is refused with `Starting` (503 + Retry-After).
  *
  * Apertium translates sentence by sentence and keeps no state between them, so `context` is not
  * used, and a chunk goes as one request per sentence (engines/text/Segmenter.ts): a long chunk
@@ -25,10 +26,20 @@ export interface ApertiumOptions {
   readonly timeoutMs?: number
   /** Sentences that may wait per pair before requests are refused. */
   readonly maxQueue?: number
-  /** Pairs started at start-up: all, none, or these (`eng-spa`, by mode or ISO 639-3 codes). Default all. */
+  /**
+   * Pairs started at start-up: all, none, or these (`eng-spa`, by mode or ISO 639-3 codes).
+   * Default none: a running pair holds ~100 MB (PSS of its dozen programs; all eight installed
+   * pairs 0.8 GB PSS, 1.5 GB RSS), more than the rest of a default install.
+   */
   readonly warm?: "all" | "none" | ReadonlyArray<string>
   /** Longest a pipeline's start may take, ms (ApertiumProcess.ts). */
   readonly startTimeoutMs?: number
+  /**
+   * Longest a request waits for its pair's start before its 503, ms (default 3000). A start
+   * takes 0.2-0.4 s on a quiet machine: without the wait every first request of a pair would be
+   * a 503 and a retry; with it only a loaded machine's slow starts are.
+   */
+  readonly startWaitMs?: number
 }
 
 /**
@@ -75,7 +86,7 @@ export const makeApertiumTranslator = Effect.fn("ApertiumTranslator.make")(funct
   const noPair = (source: string, target: string) =>
     new TranslatorError({ reason: "UnsupportedPair", message: `Apertium has no ${source}-${target} pair here` })
 
-  const warm = options.warm ?? "all"
+  const warm = options.warm ?? "none"
   const toWarm = warm === "all" ? modes : warm === "none" ? [] : modes.filter((m) => warm.includes(m.name) || warm.includes(`${m.source}-${m.target}`))
   // In the background, one pair after another; a pair a request started meanwhile is simply
   // waited for. A failed start is logged and the next pair goes on.
@@ -92,8 +103,15 @@ export const makeApertiumTranslator = Effect.fn("ApertiumTranslator.make")(funct
       Effect.suspend(() => {
         const mode = modeOf(source, target)
         if (mode === undefined) return Effect.fail(noPair(source, target))
-        const refused = processOf(mode).admit()
-        return refused === undefined ? Effect.void : Effect.fail(toTranslatorError(mode)(refused))
+        const process = processOf(mode)
+        const refused = process.admit()
+        if (refused === undefined) return Effect.void
+        if (refused.reason !== "Starting") return Effect.fail(toTranslatorError(mode)(refused))
+        // admit() began the start if nothing had: wait for it a little, then the 503.
+        return Effect.tryPromise({ try: () => process.start(), catch: toTranslatorError(mode) }).pipe(
+          Effect.timeoutOption(options.startWaitMs ?? 3000),
+          Effect.flatMap((started) => started._tag === "Some" ? Effect.void : Effect.fail(toTranslatorError(mode)(refused)))
+        )
       }),
     warm: (source, target) =>
       Effect.suspend(() => {

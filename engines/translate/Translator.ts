@@ -48,9 +48,10 @@ export class Translator extends Context.Service<Translator, {
   readonly pairs: Effect.Effect<ReadonlyArray<TranslationPair>>
   readonly translate: (request: TranslateRequest) => Stream.Stream<string, TranslatorError>
   /**
-   * Fails at once, without waiting, when the pair cannot take a request now (`Starting`, or the
-   * failure of its last start), and starts it when it is not running: the route checks this
-   * before it answers, so a stream's caller gets the 503 and its Retry-After too.
+   * Starts the pair when it is not running and waits briefly for a start under way (Apertium:
+   * `startWaitMs`), then fails when the pair still cannot take a request (`Starting`, or the
+   * failure of its last start): the route checks this before it answers, so a stream's caller
+   * gets the 503 and its Retry-After too. The wait is never part of a request's timeout.
    */
   readonly check: (source: string, target: string) => Effect.Effect<void, TranslatorError>
   /** Starts the pair when needed and completes once it is ready (tests, tools); fails as its start did. */

@@ -9,37 +9,13 @@
  * stage of the pipeline (the morphological analyser, `*.automorf.bin`) waits on a FIFO that only
  * the test opens; every other call runs the real program.
  */
-import { execFileSync } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { Effect } from "effect"
 import t from "tap"
+import { holdApertiumStarts, realLtProc } from "../support/heldApertium.ts"
 import { startTestService } from "../support/service.ts"
 
-const realLtProc = (() => {
-  try {
-    return execFileSync("bash", ["-c", "command -v lt-proc"], { encoding: "utf8" }).trim()
-  } catch {
-    return ""
-  }
-})()
-
 t.test("a pair still starting answers 503 engine_starting with Retry-After, then translates", { skip: realLtProc === "" && "Apertium is not installed" }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "apertium-shadow-"))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const fifo = path.join(dir, "gate")
-  execFileSync("mkfifo", [fifo])
-  fs.writeFileSync(path.join(dir, "lt-proc"), `#!/bin/sh
-case "$*" in *automorf*) cat '${fifo}' > /dev/null ;; esac
-exec '${realLtProc}' "$@"
-`, { mode: 0o755 })
-  // The service runs in this process and its pipelines inherit this PATH.
-  const savedPath = process.env.PATH
-  process.env.PATH = `${dir}:${savedPath}`
-  t.teardown(() => void (process.env.PATH = savedPath))
-  // Opening the FIFO for writing waits for the held stage to open it; closing lets it through.
-  const openGate = () => fs.promises.writeFile(fifo, "")
+  const { openGate } = holdApertiumStarts(t)
 
   const service = await startTestService(t, { APERTIUM_WARM: "eng-spa", TRANSLATE_RATE_PER_S: "1000", TRANSLATE_BURST: "1000" })
   const ready = await fetch(`${service.siteUrl}/readyz`)
