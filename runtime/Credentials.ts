@@ -14,5 +14,5 @@ export const credentialAuthenticator = (keys: ApiKeys["Service"], oauth: OAuthSt
     ? Effect.flatMap(oauth.accessToken(credential), (info) =>
       info === undefined
         ? Effect.fail(new AccountsError({ reason: "InvalidKey", message: "the access token is unknown, expired or revoked: refresh it or authorize again" }))
-        : Effect.succeed({ userId: info.userId, keyId: null, scopes: info.scopes, clientId: info.clientId }))
+        : Effect.succeed({ userId: info.userId, keyId: null, scopes: info.scopes, clientId: info.clientId, grantId: info.grantId }))
     : keys.authenticate(credential)

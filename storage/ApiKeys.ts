@@ -46,6 +46,8 @@ export interface Principal {
   readonly scopes: ReadonlyArray<string>
   /** The OAuth client the token was issued to (OAuth tokens only). */
   readonly clientId?: string | undefined
+  /** The OAuth grant behind the token (OAuth tokens only): single-use tokens it mints die with it. */
+  readonly grantId?: string | undefined
 }
 
 /** What an API key may do: everything (keys are the owner's own credential). */

@@ -18,6 +18,7 @@ import oauth from "./migrations/0008_oauth.ts"
 import rateBuckets from "./migrations/0009_rate_buckets.ts"
 import uploadClaims from "./migrations/0010_upload_claims.ts"
 import noJobVoiceprints from "./migrations/0011_no_job_voiceprints.ts"
+import singleUseTokens from "./migrations/0012_single_use_tokens.ts"
 
 export const migrations = {
   "0001_accounts": accounts,
@@ -30,7 +31,8 @@ export const migrations = {
   "0008_oauth": oauth,
   "0009_rate_buckets": rateBuckets,
   "0010_upload_claims": uploadClaims,
-  "0011_no_job_voiceprints": noJobVoiceprints
+  "0011_no_job_voiceprints": noJobVoiceprints,
+  "0012_single_use_tokens": singleUseTokens
 }
 
 export const migrationsTable = "speech_migrations"
