@@ -222,6 +222,6 @@ export const statusText: Record<number, string> = {
   200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
   402: "Payment Required", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
   409: "Conflict", 411: "Length Required", 413: "Payload Too Large", 415: "Unsupported Media Type",
-  429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+  422: "Unprocessable Entity", 429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
   507: "Insufficient Storage"
 }

@@ -116,7 +116,7 @@ export const credentialRequired = () =>
 /** The same for a WebSocket upgrade, which may also carry the key in the query. */
 export const socketCredentialRequired = () =>
   unauthorized(
-  "an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter",
+  "an API key is required: send it in the xi-api-key header, as Authorization: Bearer, or as the xi_api_key query parameter (a browser: a single-use token as the token query parameter)",
   "needs_authorization"
 )
 

@@ -78,6 +78,9 @@ import { siteRoutes } from "./SiteRoutes.ts"
 import { WebSessions, webSessionsLayer } from "../storage/WebSessions.ts"
 import { apiKeyScopes } from "../storage/ApiKeys.ts"
 import { OAuthStore, oauthStoreLayer } from "../storage/OAuthStore.ts"
+import { SingleUseTokens, singleUseTokensLayer } from "../storage/SingleUseTokens.ts"
+import { socketTokenConsumer } from "../protocol/SingleUseToken.ts"
+import { tokenRoutes } from "../protocol/routes/tokens.ts"
 import { withScopes } from "../protocol/oauth/OAuthScopes.ts"
 import { setChildNice } from "../engines/ChildNice.ts"
 import { credentialAuthenticator } from "./Credentials.ts"
@@ -147,7 +150,8 @@ export const serviceLayers = (config: AppConfigShape, overrides: ServiceOverride
     ),
     creditsLayer({ instanceId }),
     webSessionsLayer({ lifetimeMs: config.sessionTtlH * 3_600_000 }),
-    oauthStoreLayer({ accessTtlS: config.oauthAccessTtlS })
+    oauthStoreLayer({ accessTtlS: config.oauthAccessTtlS }),
+    singleUseTokensLayer
   ).pipe(Layer.provideMerge(database))
   const housekeeping = Layer.mergeAll(
     instanceRegistryLayer({ instanceId, heartbeatMs: config.instanceHeartbeatS * 1000, staleAfterMs: config.instanceStaleS * 1000 }),
@@ -286,7 +290,7 @@ export const startServer = Effect.gen(function*() {
   const resourceMetadataUrl = () => `${siteUrl}/.well-known/oauth-protected-resource`
 
   const siteAddress = yield* SiteAddress
-  type ApiServices = Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | SpeakerEnrollment | Summaries | Summarizer | Translator
+  type ApiServices = Readiness | MetricsText | SiteInfo | Synthesizer | Users | Credits | Transcriber | VoiceCloning | RecognitionJobs | BlobStore | JobRunner | Webhooks | SavedSpeakers | SpeakerEnrollment | Summaries | Summarizer | Translator | SingleUseTokens
   // Every route gets the OAuth scope it needs (protocol/oauth/OAuthScopes.ts); API keys hold them all.
   const routes: Array<Route<ApiServices>> = withScopes<ApiServices>(config.apiBase, [
     ...systemRoutes(config.apiBase, makeModelList(modelLanguages)),
@@ -298,6 +302,7 @@ export const startServer = Effect.gen(function*() {
     }),
     ...voiceRoutes({ apiBase: config.apiBase, tmpDir: path.join(config.dataDir, "tmp") }),
     ...userRoutes(config.apiBase),
+    ...tokenRoutes(config.apiBase),
     ...sttRoutes({
       apiBase: config.apiBase,
       tmpDir: path.join(config.dataDir, "tmp"),
@@ -352,6 +357,7 @@ export const startServer = Effect.gen(function*() {
     idleTimeoutMs: config.wsIdleTimeoutS * 1000,
     defaultLanguage: config.wsDefaultLanguage,
     authenticate,
+    consumeToken: socketTokenConsumer(yield* SingleUseTokens),
     resourceMetadataUrl
   })
   const metricsText = MetricsText.of({

@@ -40,6 +40,7 @@ import { type Authenticate, authenticateChallenge, bearerToken, insufficientScop
 import { CLOSE_INVALID_DATA, CLOSE_POLICY, CLOSE_SERVER_ERROR, CLOSE_TOO_BIG, closeCode } from "../protocol/ws/CloseCodes.ts"
 import { inactivityTimeoutMs, sessionFormat } from "../protocol/ws/SessionQuery.ts"
 import { binaryFrame, decodeClientFrame, encodeOutput, errorFrame, textFramePayload } from "../protocol/ws/TtsFrames.ts"
+import { type ConsumeSocketToken, presentedSocketToken } from "../protocol/SingleUseToken.ts"
 import { ApiKeys, type Principal } from "../storage/ApiKeys.ts"
 import type { Credits } from "../storage/Credits.ts"
 
@@ -53,6 +54,8 @@ export interface TtsWebSocketOptions {
   /** WS_DEFAULT_LANGUAGE: a language code, or "preset" (each preset's own); the SPEC's "et" when absent. */
   readonly defaultLanguage?: SessionDefaultLanguage
   readonly authenticate: Authenticate
+  /** A `tts_websocket` single-use token in the query (`?token=`), used when no key is presented. */
+  readonly consumeToken?: ConsumeSocketToken
   /** Where a 401's WWW-Authenticate points (HttpServerOptions.resourceMetadataUrl). */
   readonly resourceMetadataUrl?: () => string | undefined
 }
@@ -262,12 +265,17 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
     }
   }
 
+  /** A key wins over a token in the same upgrade, which is then left unused. */
+  const authenticate = (credential: string | undefined, token: string | undefined) =>
+    credential !== undefined
+      ? options.authenticate(credential)
+      : token !== undefined && options.consumeToken !== undefined
+      ? options.consumeToken(token, "tts_websocket")
+      : socketCredentialRequired()
+
   const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode, query: URLSearchParams) =>
     Effect.gen(function*() {
-      if (credential === undefined) {
-        return yield* socketCredentialRequired()
-      }
-      const principal = yield* options.authenticate(credential)
+      const principal = yield* authenticate(credential, presentedSocketToken(query))
       // An OAuth token must hold the synthesis scope; API keys hold every scope.
       if (!principal.scopes.includes("tts")) return yield* insufficientScope("tts")
       const format = yield* Effect.try({ try: () => sessionFormat(mode, query.get("output_format") ?? undefined), catch: (e) => e })
@@ -338,7 +346,7 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
                   if (aborted || Cause.hasInterruptsOnly(cause)) return Effect.void
                   const failure = Cause.squash(cause)
                   const { error, kind } = toApiError(failure)
-                  refuseUpgrade(res, error, bearerToken(headers["authorization"]) !== undefined)
+                  refuseUpgrade(res, error, bearerToken(headers["authorization"]) !== undefined || (credential === undefined && presentedSocketToken(query) !== undefined))
                   // As for HTTP requests (HttpExchange `failed`): only a defect gets a stack.
                   return kind === "defect"
                     ? Effect.logError("WebSocket upgrade failed", { cause: Cause.pretty(cause) })
