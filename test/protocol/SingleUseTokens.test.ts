@@ -14,6 +14,7 @@ import { createHash } from "node:crypto"
 import t, { type Test } from "tap"
 import { CLOSE_POLICY } from "../../protocol/ws/CloseCodes.ts"
 import { isolatedDatabaseUrl, testDatabaseMode } from "../support/database.ts"
+import { consentedTokens, loopbackCallback, registerPublicClient } from "../support/oauthFlow.ts"
 import { startTestService } from "../support/service.ts"
 import { connectWs, type Frame, isRefused, refused, until, type WsClient } from "../support/wsClient.ts"
 
@@ -131,6 +132,34 @@ t.test("minting needs a credential: anonymous 401, unknown type 422, both with t
   t.match(await unknown.json(), { detail: { status: "invalid_token_type" } })
   const doc = await (await fetch(`${service.base}/openapi.json`)).json() as { paths: Record<string, { post?: { operationId?: string } }> }
   t.equal(doc.paths["/api/v1/single-use-token/{token_type}"]?.post?.operationId, "createSingleUseToken", "in the OpenAPI document")
+})
+
+t.test("OAuth: minting needs the tts scope (403 without it); a token of a revoked grant is refused. A signed-in browser mints with its CSRF token", async (t) => {
+  const redirectUri = await loopbackCallback(t)
+  const clientId = await registerPublicClient(service.siteUrl, redirectUri)
+  const user = await service.newUser(100_000)
+  const session = await Effect.runPromise(service.webSessions.start(user.userId))
+  const post = (headers: Record<string, string>) => fetch(`${service.base}/single-use-token/tts_websocket`, { method: "POST", headers })
+
+  const voicesOnly = await consentedTokens(service.siteUrl, { session, clientId, redirectUri, scopes: ["voices"], granted: ["voices"] })
+  const refusedMint = await post({ authorization: `Bearer ${voicesOnly.access_token}` })
+  t.equal(refusedMint.status, 403)
+  t.match(await refusedMint.json(), { detail: { status: "insufficient_scope" } })
+
+  const tts = await consentedTokens(service.siteUrl, { session, clientId, redirectUri, scopes: ["tts"], granted: ["tts"] })
+  const minted = await post({ authorization: `Bearer ${tts.access_token}` })
+  t.equal(minted.status, 200)
+  const { token } = await minted.json() as { token: string }
+  // What the account page's revoke button does (OAuthStore.revokeGrant), by the grant's row.
+  await Effect.runPromise(service.sql`UPDATE oauth_grants SET revoked_at = now() WHERE user_id = ${user.userId}`)
+  expectInvalidToken(t, await refused(socketUrl(token)), "minted through a revoked grant")
+
+  const bySession = await post({ cookie: `svc_session=${session.token}`, "x-csrf-token": session.csrfToken })
+  t.equal(bySession.status, 200, "the playground's signed-in browser mints one")
+  const ws = await connectWs(socketUrl((await bySession.json() as { token: string }).token))
+  t.notOk(isRefused(ws), "and opens a session with it")
+  if (!isRefused(ws)) ws.destroy()
+  t.equal((await post({ cookie: `svc_session=${session.token}` })).status, 403, "not without the CSRF token")
 })
 
 t.test("property: arbitrary token strings in the query are refused before the upgrade, never with a 5xx", async (t) => {
