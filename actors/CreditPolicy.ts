@@ -39,6 +39,8 @@ export const CreditPurpose = {
   stt: "stt",
   /** A queued recognition job (the reference is the job id). */
   sttJob: "stt_job",
+  /** A realtime speech-to-text WebSocket session (the reference is the session id). */
+  sttRealtime: "stt_realtime",
   summary: "summary",
   translate: "translate"
 } as const

@@ -55,6 +55,8 @@ import { HttpMetrics, renderMetrics } from "./Metrics.ts"
 import { Router } from "./Router.ts"
 import { tmpPurgeLayer } from "./TmpPurge.ts"
 import { makeTtsWebSockets } from "./WebSocketServer.ts"
+import { makeSttRealtimeSocket } from "./SttRealtimeSocket.ts"
+import { PoolStreamingRecognizer } from "../engines/asr/StreamingRecognizer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 import { Inference } from "../engines/Inference.ts"
 import { PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
@@ -360,6 +362,18 @@ export const startServer = Effect.gen(function*() {
     consumeToken: socketTokenConsumer(yield* SingleUseTokens),
     resourceMetadataUrl
   })
+  const sttRealtime = makeSttRealtimeSocket({
+    apiBase: config.apiBase,
+    enabled: config.wsEnabled,
+    authenticate,
+    consumeToken: socketTokenConsumer(yield* SingleUseTokens),
+    maxSessionMs: config.sttRealtimeMaxSessionS * 1000
+  })
+  // The realtime sessions' recognizer: long-lived decoder sessions on the same pool.
+  const streamingRecognizer = yield* Layer.build(PoolStreamingRecognizer.layer({
+    pocketsphinx: pocketsphinxOptions(config),
+    ...(config.sttModelIdleReleaseS > 0 ? { releaseAfterMs: config.sttModelIdleReleaseS * 1000 } : {})
+  }).pipe(Layer.provide(Layer.succeed(Inference, pool))))
   const metricsText = MetricsText.of({
     render: renderMetrics([
       { name: "worker_pool_queue_depth", description: "Tasks waiting for a worker", read: () => pool.stats().queueSize },
@@ -370,6 +384,7 @@ export const startServer = Effect.gen(function*() {
       { name: "tts_ws_sessions_active", description: "Open WebSocket text-to-speech sessions", read: webSockets.activeSessions },
       { name: "tts_ws_sessions_backpressured", description: "WebSocket sessions waiting for their client to read", read: webSockets.backpressuredSessions },
       { name: "tts_ws_buffered_bytes", description: "Bytes held in WebSocket send buffers", read: webSockets.bufferedBytes },
+      { name: "stt_realtime_sessions_active", description: "Open realtime speech-to-text WebSocket sessions", read: sttRealtime.activeSessions },
       ...translationGauges(translator)
     ]).pipe(Effect.provideContext(context))
   })
@@ -387,7 +402,11 @@ export const startServer = Effect.gen(function*() {
     spillDir: path.join(config.dataDir, "tmp"),
     resourceMetadataUrl,
     // Route handlers never see the keys service; only the WebSocket revocation watch needs it.
-    configure: (app) => webSockets.register(app).pipe(Effect.provideService(ApiKeys, keys))
+    configure: (app) =>
+      Effect.andThen(
+        webSockets.register(app),
+        sttRealtime.register(app).pipe(Effect.provideContext(streamingRecognizer), Effect.provideService(Inference, pool))
+      ).pipe(Effect.provideService(ApiKeys, keys))
   }).pipe(
     Effect.provideService(SiteInfo, site),
     Effect.provideService(Readiness, readiness),

@@ -1,0 +1,133 @@
+/**
+ * One realtime speech-to-text session (`GET /v1/speech-to-text/realtime`): an Effect fiber that
+ * takes the socket's audio chunks in order, pays for them (RealtimeCharge.ts), hands them to a
+ * streaming recognizer held for the session's life (engines/asr/StreamingRecognizer.ts), decides
+ * commits (the client's `commit: true`, or Silero VAD: RealtimeVad.ts) and answers in the SDK's
+ * messages. The wire (query, frames, messages) is protocol/ws/SttRealtimeFrames.ts; the socket
+ * and its inbox are runtime/SttRealtimeSocket.ts.
+ *
+ * Order of a session: the decoder is placed (SessionsFull: resource_exhausted; an unknown
+ * language: input_error), `session_started` echoes the configuration, then per chunk:
+ * pay (quota_exceeded when the balance cannot) → push → VAD → commit when due. Partials go out
+ * from the recognizer's callback as they come. Every second of audio the fiber waits for the
+ * decoder to have taken what it was sent (a `stats` round trip on the session's port, which
+ * queues behind the audio), so audio arriving faster than the decoder decodes waits in the
+ * socket's inbox, whose bound is queue_overflow.
+ *
+ * Ends: the client closes (interrupt), or a RealtimeRefusal (sent, then the close). Either way
+ * the scope's finalizers settle the credits of the accepted audio and free the decoder.
+ */
+import { Effect } from "effect"
+import { InputPcm } from "../engines/audio/InputPcm.ts"
+import { StreamingRecognizer, type StreamCommitted } from "../engines/asr/StreamingRecognizer.ts"
+import { Credits } from "../storage/Credits.ts"
+import { echoConfig, type RealtimeConfig, RealtimeRefusal, timestampedWords } from "../protocol/ws/SttRealtimeFrames.ts"
+import type { AudioChunk } from "../protocol/ws/SttRealtimeFrames.ts"
+import { makeRealtimeCharge } from "./RealtimeCharge.ts"
+import { makeRealtimeVad } from "./RealtimeVad.ts"
+
+/** What the session writes to its client. */
+export interface RealtimeSocket {
+  /** A message that must arrive (session_started, commits). */
+  readonly send: (message: { readonly message_type: string } & Record<string, unknown>) => void
+  /** A partial: may be dropped while the client is behind (the next one supersedes it). */
+  readonly sendPartial: (text: string) => void
+}
+
+/** The socket's chunks in arrival order; a refusal the socket decided (bad frame, overflow) comes first. */
+export interface RealtimeInbox {
+  readonly take: Effect.Effect<AudioChunk, RealtimeRefusal>
+}
+
+export interface RealtimeSessionOptions {
+  readonly config: RealtimeConfig
+  readonly sessionId: string
+  readonly userId: string
+  readonly socket: RealtimeSocket
+  readonly inbox: RealtimeInbox
+  /** session_time_limit_exceeded after this long, ms. */
+  readonly maxSessionMs: number
+}
+
+/** Any failure of the session as the message its client gets. */
+export const toRefusal = (e: unknown): RealtimeRefusal => {
+  if (e instanceof RealtimeRefusal) return e
+  const tag = (e as { _tag?: unknown })?._tag
+  const reason = (e as { reason?: unknown })?.reason
+  const message = String((e as { message?: unknown })?.message ?? e)
+  if (tag === "AccountsError" && reason === "InsufficientCredits") return new RealtimeRefusal("quota_exceeded", message)
+  if (tag === "TranscriptionError" && reason === "UnsupportedLanguage") return new RealtimeRefusal("input_error", message)
+  if (tag === "EngineError" && (reason === "SessionsFull" || reason === "QueueFull")) {
+    return new RealtimeRefusal("resource_exhausted", `every recognizer is busy (${message}); try again shortly`)
+  }
+  if (tag === "TranscriptionError" || tag === "EngineError") return new RealtimeRefusal("transcriber_error", message)
+  return new RealtimeRefusal("error", `the session failed: ${message.split("\n", 1)[0]}`)
+}
+
+/** Audio pushed between two waits for the decoder, ms. */
+const SYNC_EVERY_MS = 1000
+
+export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { config } = o
+    const charge = makeRealtimeCharge(yield* Credits, o.userId, o.sessionId)
+    yield* Effect.addFinalizer(() => charge.end)
+    const recognizer = yield* StreamingRecognizer
+    const rec = yield* recognizer.open(
+      { audioFormat: config.audioFormat, language: config.languageCode },
+      (partial) => o.socket.sendPartial(partial.text)
+    )
+    const vad = config.commitStrategy === "vad"
+      ? yield* makeRealtimeVad({
+        threshold: config.vadThreshold,
+        minSpeechMs: config.minSpeechDurationMs,
+        minSilenceMs: config.minSilenceDurationMs,
+        silenceThresholdMs: config.vadSilenceThresholdSecs * 1000
+      })
+      : undefined
+    // The VAD's own 16 kHz copy (the recognizer converts on its worker).
+    const pcm = vad === undefined ? undefined : new InputPcm(config.audioFormat)
+    o.socket.send({ message_type: "session_started", session_id: o.sessionId, config: echoConfig(config) })
+
+    const sendCommitted = (c: StreamCommitted) => {
+      o.socket.send({ message_type: "committed_transcript", text: c.text })
+      if (config.includeTimestamps) {
+        o.socket.send({ message_type: "committed_transcript_with_timestamps", text: c.text, language_code: c.language, words: timestampedWords(c.words) })
+      }
+    }
+    const commit = Effect.gen(function*() {
+      sendCommitted(yield* rec.commit)
+      vad?.reset()
+    })
+
+    const loop = Effect.gen(function*() {
+      let chunks = 0
+      let sinceSyncMs = 0
+      while (true) {
+        const chunk = yield* o.inbox.take
+        if (chunk.previousText !== undefined && chunks > 0) {
+          return yield* Effect.fail(new RealtimeRefusal("input_error", "previous_text can only be sent with the first audio chunk"))
+        }
+        chunks++
+        if (chunk.audio.length > 0) {
+          if (!(yield* charge.admit(chunk.audioMs))) {
+            return yield* Effect.fail(new RealtimeRefusal("quota_exceeded", `the account's credits are spent: ${Math.ceil(charge.acceptedMs() / 1000)} s of audio were accepted and charged`))
+          }
+          yield* rec.push(chunk.audio)
+          if (vad !== undefined && pcm !== undefined && (yield* vad.push(pcm.push(chunk.audio)))) yield* commit
+          sinceSyncMs += chunk.audioMs
+          if (sinceSyncMs >= SYNC_EVERY_MS) {
+            sinceSyncMs = 0
+            yield* rec.stats
+          }
+        }
+        if (chunk.commit) yield* commit
+      }
+    })
+    const timeLimit = Effect.sleep(o.maxSessionMs).pipe(
+      Effect.andThen(Effect.fail(new RealtimeRefusal("session_time_limit_exceeded", `a session lasts at most ${o.maxSessionMs / 1000} s; open a new one`)))
+    )
+    // `done` fails when the decoder's thread dies; it only succeeds once the scope closes it.
+    const crashed = Effect.andThen(rec.done, Effect.never)
+    return yield* Effect.raceAllFirst([loop, timeLimit, crashed])
+  })).pipe(Effect.mapError(toRefusal))

@@ -1,0 +1,307 @@
+/**
+ * The uWS side of `GET /v1/speech-to-text/realtime` (ElevenLabs' realtime speech-to-text):
+ * upgrade, authentication, the inbox of audio chunks and the writes of the session's messages.
+ * The session itself is actors/RealtimeTranscription.ts; the wire protocol/ws/SttRealtimeFrames.ts.
+ *
+ * Admission differs from the text-to-speech sockets on purpose: the SDK's realtime client reports
+ * problems as messages (`auth_error`, `input_error`: connection.js emits AUTH_ERROR / INPUT_ERROR
+ * for them, and only a generic ERROR for an HTTP refusal), so every refusal but WS_ENABLED=false
+ * (HTTP 503) upgrades, sends its message and closes 1008. Credentials as on the TTS sockets:
+ * xi-api-key header or query, Authorization: Bearer (an API key, or an OAuth token holding the
+ * `tts` scope, which covers transcription), else a `realtime_scribe` single-use token `?token=`.
+ *
+ * Bounds: a frame over MAX_REALTIME_FRAME_BYTES or a chunk over 5 s of audio:
+ * chunk_size_exceeded (1009). Chunks wait in the inbox while the session works; more than
+ * MAX_BACKLOG_MS of audio waiting (audio sent faster than the decoder takes it, or a stalled
+ * session) is queue_overflow. Partials are skipped while the client has not read PARTIAL_LOW_WATER
+ * bytes; a client that leaves MAX_UNREAD_BYTES unread is closed (1008).
+ * Revocation: a deleted key ends its sessions (`key_revoked` error, 1008), as on the TTS sockets.
+ */
+import { randomUUID } from "node:crypto"
+import uWS from "@based/uws"
+import { Cause, Effect, type Fiber, FiberSet, type Scope } from "effect"
+import { runRealtimeTranscription, type RealtimeInbox, type RealtimeSocket } from "../actors/RealtimeTranscription.ts"
+import { type StreamingRecognizer } from "../engines/asr/StreamingRecognizer.ts"
+import type { Inference } from "../engines/Inference.ts"
+import { ApiError, errorBody, statusText, toApiError } from "../protocol/ApiError.ts"
+import { type Authenticate, insufficientScope, presentedCredential, socketCredentialRequired } from "../protocol/Authorization.ts"
+import { type ConsumeSocketToken, presentedSocketToken } from "../protocol/SingleUseToken.ts"
+import {
+  type AudioChunk,
+  encodeMessage,
+  MAX_REALTIME_FRAME_BYTES,
+  parseClientFrame,
+  type RealtimeConfig,
+  realtimeCloseCode,
+  realtimeConfig,
+  RealtimeRefusal
+} from "../protocol/ws/SttRealtimeFrames.ts"
+import { ApiKeys, type Principal } from "../storage/ApiKeys.ts"
+import type { Credits } from "../storage/Credits.ts"
+
+export interface SttRealtimeOptions {
+  readonly apiBase: string
+  /** WS_ENABLED. */
+  readonly enabled: boolean
+  readonly authenticate: Authenticate
+  readonly consumeToken?: ConsumeSocketToken
+  /** STT_REALTIME_MAX_SESSION_S in ms. */
+  readonly maxSessionMs: number
+}
+
+/** Audio that may wait for the session, ms: beyond it, queue_overflow. */
+export const MAX_BACKLOG_MS = 10_000
+/** Frames that may wait (bare commits carry no audio but cost a commit each). */
+const MAX_BACKLOG_FRAMES = 1000
+const PARTIAL_LOW_WATER = 64 * 1024
+const MAX_UNREAD_BYTES = 1024 * 1024
+/** uWS's own limit, above ours so that we answer oversized frames ourselves. */
+const UWS_MAX_PAYLOAD = 2 * MAX_REALTIME_FRAME_BYTES
+const UWS_IDLE_TIMEOUT_S = 120
+
+/** Chunks in arrival order, bounded by their audio; a refusal overtakes them. */
+class ChunkInbox implements RealtimeInbox {
+  private items: Array<AudioChunk> = []
+  private queuedMs = 0
+  private refusal: RealtimeRefusal | undefined
+  private wake: (() => void) | undefined
+
+  offer(chunk: AudioChunk): void {
+    if (this.queuedMs + chunk.audioMs > MAX_BACKLOG_MS || this.items.length >= MAX_BACKLOG_FRAMES) {
+      return this.refuse(new RealtimeRefusal("queue_overflow", `audio arrives faster than it is transcribed: more than ${MAX_BACKLOG_MS / 1000} s wait; send at most real time`))
+    }
+    this.items.push(chunk)
+    this.queuedMs += chunk.audioMs
+    this.notify()
+  }
+
+  refuse(refusal: RealtimeRefusal): void {
+    this.refusal ??= refusal
+    this.notify()
+  }
+
+  private notify() {
+    const wake = this.wake
+    this.wake = undefined
+    wake?.()
+  }
+
+  readonly take: Effect.Effect<AudioChunk, RealtimeRefusal> = Effect.suspend(() => {
+    if (this.refusal !== undefined) return Effect.fail(this.refusal)
+    const chunk = this.items.shift()
+    if (chunk !== undefined) {
+      this.queuedMs -= chunk.audioMs
+      return Effect.succeed(chunk)
+    }
+    return Effect.andThen(
+      Effect.callback<void>((resume) => {
+        this.wake = () => resume(Effect.void)
+        return Effect.sync(() => {
+          this.wake = undefined
+        })
+      }),
+      this.take
+    )
+  })
+}
+
+type Admission =
+  | { readonly _tag: "Admitted"; readonly principal: Principal; readonly config: RealtimeConfig }
+  | { readonly _tag: "Refused"; readonly refusal: RealtimeRefusal }
+
+/** uWS copies user data property by property: the class instance travels in this wrapper. */
+interface SocketData {
+  readonly conn: Connection
+}
+
+class Connection implements RealtimeSocket {
+  ws: uWS.WebSocket<SocketData> | undefined
+  fiber: Fiber.Fiber<unknown, unknown> | undefined
+  readonly inbox = new ChunkInbox()
+  readonly sessionId = randomUUID().replaceAll("-", "")
+  done = false
+
+  constructor(readonly admission: Admission) {}
+
+  readonly send = (message: { readonly message_type: string } & Record<string, unknown>) => {
+    const ws = this.ws
+    if (this.done || ws === undefined) return
+    if (ws.getBufferedAmount() > MAX_UNREAD_BYTES) return this.end(1008, "client does not read")
+    ws.cork(() => ws.send(encodeMessage(message), false, false))
+  }
+
+  readonly sendPartial = (text: string) => {
+    if (this.ws !== undefined && !this.done && this.ws.getBufferedAmount() <= PARTIAL_LOW_WATER) {
+      this.send({ message_type: "partial_transcript", text })
+    }
+  }
+
+  /** The refusal's message, then its close. */
+  refuse(refusal: RealtimeRefusal): void {
+    this.send({ message_type: refusal.type, error: refusal.message })
+    this.end(realtimeCloseCode(refusal.type), refusal.type)
+  }
+
+  end(code: number, reason: string): void {
+    if (this.done || this.ws === undefined) return
+    this.done = true
+    this.ws.end(code, reason)
+  }
+}
+
+const refuseHttp = (res: uWS.HttpResponse, error: ApiError) =>
+  res.cork(() => {
+    res.writeStatus(`${error.status} ${statusText[error.status] ?? ""}`)
+    res.writeHeader("content-type", "application/json")
+    res.end(errorBody(error))
+  })
+
+export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
+  const open = new Set<Connection>()
+  const keyOf = (conn: Connection) => (conn.admission._tag === "Admitted" ? conn.admission.principal.keyId : null)
+
+  const authenticate = (headers: Record<string, string>, query: URLSearchParams) => {
+    const credential = presentedCredential(headers) ?? nonEmpty(query.get("xi_api_key")) ?? nonEmpty(query.get("xi-api-key"))
+    const token = presentedSocketToken(query)
+    return credential !== undefined
+      ? options.authenticate(credential)
+      : token !== undefined && options.consumeToken !== undefined
+      ? options.consumeToken(token, "realtime_scribe")
+      : Effect.fail<unknown>(socketCredentialRequired())
+  }
+
+  const admit = (headers: Record<string, string>, query: URLSearchParams): Effect.Effect<Admission> =>
+    Effect.gen(function*() {
+      const parsed = yield* Effect.try({ try: () => realtimeConfig(query), catch: (e) => e })
+      const principal = yield* authenticate(headers, query).pipe(
+        Effect.mapError((e) => new RealtimeRefusal("auth_error", toApiError(e).error.message))
+      )
+      // An OAuth token must hold the scope transcription uses; API keys hold every scope.
+      if (!principal.scopes.includes("tts")) return yield* Effect.fail(new RealtimeRefusal("auth_error", insufficientScope("tts").message))
+      return { _tag: "Admitted", principal, config: parsed } satisfies Admission
+    }).pipe(Effect.catch((e) =>
+      e instanceof RealtimeRefusal
+        ? Effect.succeed({ _tag: "Refused", refusal: e } satisfies Admission)
+        // A database outage while authenticating: the generic error, not a wrong key.
+        : Effect.succeed({ _tag: "Refused", refusal: new RealtimeRefusal("error", toApiError(e).error.message) } satisfies Admission)
+    ))
+
+  const register = (app: uWS.TemplatedApp) =>
+    Effect.gen(function*() {
+      const runFork = yield* FiberSet.makeRuntime<StreamingRecognizer | Inference | Credits>()
+      const revocations = yield* (yield* ApiKeys).watchRevocations({
+        keyIds: () => new Set([...open].map(keyOf).filter((k): k is string => k !== null)),
+        revoked: (keyIds) => {
+          for (const conn of open) {
+            const key = keyOf(conn)
+            if (key === null || !keyIds.includes(key)) continue
+            conn.fiber?.interruptUnsafe()
+            conn.send({ message_type: "auth_error", error: "the API key this session authenticated with was deleted (key_revoked)" })
+            conn.end(1008, "key revoked")
+          }
+        }
+      })
+      app.ws<SocketData>(`${options.apiBase}/speech-to-text/realtime`, {
+        compression: uWS.DISABLED,
+        maxPayloadLength: UWS_MAX_PAYLOAD,
+        maxBackpressure: 8 * MAX_UNREAD_BYTES,
+        closeOnBackpressureLimit: false,
+        idleTimeout: UWS_IDLE_TIMEOUT_S,
+        sendPingsAutomatically: true,
+
+        upgrade: (res, req, context) => {
+          // Copy everything now: `req` is invalid once this callback returns.
+          const headers: Record<string, string> = {}
+          req.forEach((k, v) => {
+            headers[k] = v
+          })
+          const query = new URLSearchParams(req.getQuery() ?? "")
+          const key = headers["sec-websocket-key"] ?? ""
+          const protocol = headers["sec-websocket-protocol"] ?? ""
+          const extensions = headers["sec-websocket-extensions"] ?? ""
+          if (!options.enabled) {
+            refuseHttp(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/speech-to-text" }))
+            return
+          }
+          let aborted = false
+          let fiber: Fiber.Fiber<unknown, unknown> | undefined
+          res.onAborted(() => {
+            aborted = true
+            fiber?.interruptUnsafe()
+          })
+          // As on the TTS sockets (WebSocketServer.ts says why): upgrade synchronously when
+          // admission needed no I/O, cork only when it went async.
+          let insideHandler = true
+          fiber = runFork(Effect.map(admit(headers, query), (admission) => {
+            if (aborted) return
+            const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admission) }, key, protocol, extensions, context)
+            if (insideHandler) upgrade()
+            else res.cork(upgrade)
+          }))
+          insideHandler = false
+        },
+
+        open: (ws) => {
+          const conn = ws.getUserData().conn
+          conn.ws = ws
+          const admission = conn.admission
+          if (admission._tag === "Refused") return conn.refuse(admission.refusal)
+          open.add(conn)
+          // The key may have been deleted between its read and this open: check once.
+          revocations.recheck()
+          conn.fiber = runFork(runRealtimeTranscription({
+            config: admission.config,
+            sessionId: conn.sessionId,
+            userId: admission.principal.userId,
+            socket: conn,
+            inbox: conn.inbox,
+            maxSessionMs: options.maxSessionMs
+          }).pipe(
+            Effect.catchCause((cause) => {
+              if (Cause.hasInterruptsOnly(cause)) return Effect.void
+              const failure = Cause.squash(cause)
+              if (failure instanceof RealtimeRefusal) {
+                return Effect.andThen(
+                  Effect.sync(() => conn.refuse(failure)),
+                  failure.type === "transcriber_error" || failure.type === "error" ? Effect.logWarning("realtime transcription failed", { type: failure.type, reason: failure.message }) : Effect.void
+                )
+              }
+              return Effect.andThen(Effect.sync(() => conn.end(1011, "session failed")), Effect.logError("realtime session died", { cause: Cause.pretty(cause) }))
+            }),
+            Effect.ensuring(Effect.sync(() => conn.end(1000, "session ended")))
+          ))
+        },
+
+        message: (ws, message, isBinary) => {
+          const conn = ws.getUserData().conn
+          if (conn.admission._tag === "Refused" || conn.done) return
+          if (message.byteLength > MAX_REALTIME_FRAME_BYTES) {
+            return conn.inbox.refuse(new RealtimeRefusal("chunk_size_exceeded", `a frame holds at most ${MAX_REALTIME_FRAME_BYTES} bytes; this one had ${message.byteLength}`))
+          }
+          if (isBinary) return conn.inbox.refuse(new RealtimeRefusal("input_error", "frames are JSON text (input_audio_chunk), not binary"))
+          // Copied out now: uWS neuters the ArrayBuffer when this callback returns.
+          const text = Buffer.from(message).toString("utf8")
+          try {
+            conn.inbox.offer(parseClientFrame(text, conn.admission.config.audioFormat))
+          } catch (e) {
+            conn.inbox.refuse(e instanceof RealtimeRefusal ? e : new RealtimeRefusal("input_error", String(e)))
+          }
+        },
+
+        close: (ws) => {
+          const conn = ws.getUserData().conn
+          conn.done = true
+          open.delete(conn)
+          // The client left: stop transcribing; the session's finalizers settle its credits.
+          conn.fiber?.interruptUnsafe()
+        }
+      })
+    })
+
+  return { register, activeSessions: () => open.size }
+}
+
+const nonEmpty = (v: string | null | undefined): string | undefined => (v === null || v === undefined || v.trim() === "" ? undefined : v.trim())
+
+export type SttRealtimeSocket = ReturnType<typeof makeSttRealtimeSocket>
+export type SttRealtimeRegister = (app: uWS.TemplatedApp) => Effect.Effect<void, never, StreamingRecognizer | Inference | Credits | ApiKeys | Scope.Scope>
