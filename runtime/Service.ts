@@ -59,11 +59,10 @@ import { makeSttRealtimeSocket } from "./SttRealtimeSocket.ts"
 import { PoolStreamingRecognizer } from "../engines/asr/StreamingRecognizer.ts"
 import { WorkerPool } from "./WorkerPool.ts"
 import { Inference } from "../engines/Inference.ts"
-import { PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
-import { EspeakNative } from "../engines/tts/EspeakNative.ts"
+import { asrReady, espeakNativeReady, ffmpegReady, logEngineChecks, pocketsphinxOptions } from "./EngineChecks.ts"
 import { PoolRecognizer } from "../engines/asr/Recognizer.ts"
 import { PoolCloneAnalysis } from "../engines/clone/CloneAnalysis.ts"
-import { currentFfmpeg, describeFfmpeg, useFfmpeg } from "../engines/media/FfmpegBinary.ts"
+import { useFfmpeg } from "../engines/media/FfmpegBinary.ts"
 import { FfmpegMediaDecoder } from "../engines/media/MediaDecoderService.ts"
 import { PoolSpeakerEmbedding } from "../engines/speaker/SpeakerEmbeddingService.ts"
 import { speakerModelProfile } from "../engines/speaker/SpeakerModel.ts"
@@ -106,26 +105,6 @@ export interface RunningService {
 
 /** Languages the TTS model reports: every language of the preset catalogue. */
 const modelLanguages = LANGUAGE_ROWS.map((l) => ({ language_id: l.code, name: l.name }))
-
-const pocketsphinxOptions = (config: AppConfigShape) => ({ libraryPath: config.pocketsphinxLibrary, modelDirectory: config.pocketsphinxModelDir })
-
-/** Fails with the engine's own message (which names the missing package) while PocketSphinx cannot load. */
-const asrReady = (config: AppConfigShape) =>
-  Effect.suspend(() => {
-    const missing = PocketSphinxAsr.check(pocketsphinxOptions(config))
-    return missing === undefined ? Effect.void : Effect.fail(missing)
-  })
-
-/** The ffmpeg decoding uploads: missing, or npm's 2018 build, is reported (optional: the rest runs). */
-const ffmpegReady = Effect.suspend(() => {
-  const choice = currentFfmpeg()
-  return choice !== undefined && choice.source !== "npm-2018-fallback" ? Effect.void : Effect.fail(new Error(describeFfmpeg(choice)))
-})
-
-const espeakNativeReady = Effect.suspend(() => {
-  const missing = EspeakNative.check()
-  return missing === undefined ? Effect.void : Effect.fail(new Error(missing))
-})
 
 /** What tests may change beyond the configuration: the PostgreSQL schema to work in. */
 export interface ServiceOverrides {
@@ -414,13 +393,7 @@ export const startServer = Effect.gen(function*() {
   )
   if (config.port === 0) siteUrl = siteUrl.replace(/:0$/, `:${server.port}`)
   siteAddress.current = siteUrl
-  const asrMissing = PocketSphinxAsr.check(pocketsphinxOptions(config))
-  if (asrMissing !== undefined) yield* Effect.logWarning("speech-to-text is unavailable; everything else runs", { reason: asrMissing.message })
-  const espeakNativeMissing = EspeakNative.check()
-  if (espeakNativeMissing !== undefined) yield* Effect.logWarning("espeak-ng speaks with its bundled build", { reason: espeakNativeMissing })
-  const ffmpeg = currentFfmpeg()
-  if (ffmpeg !== undefined && ffmpeg.source !== "npm-2018-fallback") yield* Effect.logInfo("media decoder", { ffmpeg: describeFfmpeg(ffmpeg) })
-  else yield* Effect.logWarning("media decoder", { ffmpeg: describeFfmpeg(ffmpeg) })
+  yield* logEngineChecks(config)
   yield* Effect.logInfo("listening", { host: config.host, port: server.port, siteUrl, workers: config.workers, database: database.description })
   return {
     port: server.port,
