@@ -10,8 +10,8 @@
  * only WHILE AN UTTERANCE RUNS: the first block after a commit takes one from this thread's
  * pool, the commit (or reset, or close) gives it back. An idle session (connected, nothing said
  * since its last commit) holds none: its memory is its converter's state, a few KB. Decoders live
- * = the most utterances that ran at once on the thread; spares beyond one are freed after
- * `releaseAfterMs` unused (all of them once the thread hosts no session).
+ * = the most utterances that ran at once on the thread; spares are freed after `releaseAfterMs`
+ * unused, down to one while the thread hosts a session, to none when it hosts none.
  *
  * What a shared decoder could carry from one utterance to the next: `ps_start_stream` at each
  * utterance resets the noise floor (PocketSphinxAsr.ts says why), and the dither restarts, so a
@@ -26,19 +26,27 @@
  * FINAL PASS. The live pass cannot normalise its features as a whole-utterance decode does:
  * live CMN starts from the model's initial cepstral mean (`-cmninit`) and adapts only between
  * utterances, so on a fresh decoder the first utterance decoded 30 % of its words differently
- * from the synchronous recognizer (measured on LibriVox 0870: "guess what and then" for "guess
- * would have been", 30.4 % WER between the two; µ-law 8 kHz 78 %). So `commit` by default
- * decodes the utterance again in one `full_utt` call (batch CMN), from the same dithered samples
- * kept during the live pass: its words are then exactly the synchronous recognizer's on that
- * audio. Cost: a second decode of the utterance at commit and 32 KB of samples per second of
- * utterance held until then. Measured on 0870 (7.1 s; CPU ms, a machine at load 10-19 on 2
- * cores): live pass 810-1110, its ps_end_utt (the fwdflat pass) 200-300, the final pass 790-1270
- * more: the commit costs about as much CPU as the live decode did, so its latency grows with the
- * utterance (bench/sttStreamingRtf.ts). `finalPass: "live"` keeps the live pass's words and a
- * cheap commit instead. Measured too: the same decoder's SECOND live pass over the same audio
- * (its CMN warmed by the first) came within 2 words of the synchronous ones, so priming live CMN
- * (sphinxbase's cmn_live_set, not reachable through 5prealpha's public API) is the way to drop
- * the final pass; not done yet.
+ * from the synchronous recognizer (LibriVox 0870: "guess what and then" for "guess would have
+ * been"; µ-law 8 kHz 78 %). So `commit` by default decodes the utterance again in one `full_utt`
+ * call from the same dithered samples kept during the live pass, on the thread's FINAL-PASS
+ * DECODER: one per thread, shared by its sessions one commit at a time, that never sees a live
+ * block. It must be a decoder of its own: sphinxbase's feat_cmn switches a decoder to live CMN
+ * for good at its first block-mode call (`fcb->cmn = CMN_LIVE`), after which even a `full_utt`
+ * call blends in the CMN of earlier utterances (measured: the same µ-law audio then gave other
+ * words than the synchronous recognizer). With it, the committed words are exactly the
+ * synchronous recognizer's on that audio. The live decoders then only make partials, so they run
+ * without the fwdflat pass (`-fwdflat no`): their ps_end_utt at commit costs ~5 ms instead of
+ * ~200 ms per 7 s. Cost: the final pass (≈ the live decode's CPU again, at commit: the commit's
+ * latency grows with the utterance; bench/sttStreamingRtf.ts), one more decoder per thread, and
+ * 32 KB per second of utterance held until the commit. `finalPass: "live"` keeps the live pass's
+ * words (with fwdflat) and a cheap commit instead.
+ *
+ * Toward dropping the final pass (not done): priming live CMN. sphinxbase's cmn_live_set is not
+ * reachable through 5prealpha's public API, but within it, tried by hand on the five LibriVox
+ * recordings (WER against their transcriptions): after the utterance's first second, end it
+ * (ps_end_utt updates live CMN from that second), restart it and feed that second again: live
+ * words 31.0 % WER against the synchronous 28.2 % (cold live pass 38.0 %), for ~1 s more
+ * decoding per utterance and a commit of one ps_end_utt.
  */
 import { ASR_SAMPLE_RATE, AsrError, checkLanguage } from "./AsrEngine.ts"
 import { DITHER_SEED, ditheredInt16, PocketSphinxAsr, type PocketSphinxOptions } from "./PocketSphinxAsr.ts"
@@ -66,8 +74,23 @@ class DecoderPool {
   sessions = 0
   private timer: ReturnType<typeof setTimeout> | undefined
   releaseAfterMs = 30_000
+  /** The thread's final-pass decoder (FINAL PASS): whole utterances only, never a live block. */
+  private finalDecoder: Promise<PocketSphinxAsr> | undefined
 
-  constructor(private readonly options: PocketSphinxOptions) {}
+  /** `options` build the final-pass decoder; `liveOptions` the live ones. */
+  constructor(private readonly options: PocketSphinxOptions, private readonly liveOptions: PocketSphinxOptions) {}
+
+  /** The final-pass decoder, built on first use (≈ 0.6 s); one per thread, used one commit at a time. */
+  final(): Promise<PocketSphinxAsr> {
+    if (this.finalDecoder === undefined) {
+      const loading = PocketSphinxAsr.load(this.options)
+      this.finalDecoder = loading
+      loading.then(() => this.live++, () => {
+        if (this.finalDecoder === loading) this.finalDecoder = undefined
+      })
+    }
+    return this.finalDecoder
+  }
 
   /** A decoder for an utterance; builds one (≈ 0.6 s, blocking this thread) when none is spare. */
   async take(): Promise<PocketSphinxAsr> {
@@ -76,7 +99,7 @@ class DecoderPool {
       this.inUse++
       return spare
     }
-    const built = await PocketSphinxAsr.load(this.options)
+    const built = await PocketSphinxAsr.load(this.liveOptions)
     this.live++
     this.inUse++
     return built
@@ -91,14 +114,15 @@ class DecoderPool {
   /** Builds a spare ahead of the first utterance, so a session's first words do not wait for it. */
   async warm(): Promise<void> {
     if (this.free.length > 0) return
-    this.free.push(await PocketSphinxAsr.load(this.options))
+    this.free.push(await PocketSphinxAsr.load(this.liveOptions))
     this.live++
     this.schedule()
   }
 
   schedule(): void {
     clearTimeout(this.timer)
-    this.timer = setTimeout(() => this.release(), this.sessions === 0 ? 0 : this.releaseAfterMs)
+    // Not at once when the last session goes: the next one would pay the 0.6 s build at its open.
+    this.timer = setTimeout(() => this.release(), this.releaseAfterMs)
     this.timer.unref()
   }
 
@@ -110,6 +134,15 @@ class DecoderPool {
       this.live--
       freed++
     }
+    if (this.sessions === 0 && this.finalDecoder !== undefined) {
+      const held = this.finalDecoder
+      this.finalDecoder = undefined
+      held.then((d) => {
+        d.dispose()
+        this.live--
+        trimNativeHeap()
+      }, () => {})
+    }
     if (freed > 0) trimNativeHeap()
   }
 }
@@ -118,9 +151,13 @@ const pools = new Map<string, DecoderPool>()
 
 const poolFor = (options: PocketSphinxStreamingOptions): DecoderPool => {
   const ps = options.pocketsphinx ?? {}
-  const key = JSON.stringify([ps.libraryPath, ps.modelDirectory, ps.extraArgs])
+  const fullPass = (options.finalPass ?? "full") === "full"
+  const key = JSON.stringify([ps.libraryPath, ps.modelDirectory, ps.extraArgs, fullPass])
   let pool = pools.get(key)
-  if (pool === undefined) pools.set(key, (pool = new DecoderPool(ps)))
+  // With a final pass the live decoders only make partials: no fwdflat pass, so that their
+  // ps_end_utt at commit costs ~5 ms instead of ~200 ms per 7 s (measured).
+  const live = fullPass ? { ...ps, extraArgs: [...(ps.extraArgs ?? []), "-fwdflat", "no"] } : ps
+  if (pool === undefined) pools.set(key, (pool = new DecoderPool(ps, live)))
   if (options.releaseAfterMs !== undefined) pool.releaseAfterMs = options.releaseAfterMs
   return pool
 }
@@ -178,24 +215,36 @@ export const pocketSphinxStreaming = (options: PocketSphinxStreamingOptions = {}
       let utt: Utterance | undefined
       let closed = false
       const ms = (samples: number) => (samples * 1000) / ASR_SAMPLE_RATE
-      /** Ends the utterance in the decoder and gives the decoder back; the words when asked. */
-      const finish = (decode: boolean): StreamingCommit => {
+      /** Ends the live utterance and gives its decoder back (reset, close): synchronous, no words. */
+      const drop = (): void => {
+        const u = utt
+        utt = undefined
+        if (u === undefined) return
+        try {
+          if (u.asr.lib.ps_end_utt(u.asr.ps) < 0) throw new AsrError("EngineFailed", "ps_end_utt failed")
+        } finally {
+          pool.give(u.asr)
+        }
+      }
+      /** Ends the utterance: its words, from the final pass or the live one. */
+      const finish = async (): Promise<StreamingCommit> => {
         const u = utt
         utt = undefined
         if (u === undefined) return { language, words: [], startMs: ms(clock), endMs: ms(clock) }
-        const { lib, ps } = u.asr
         try {
-          if (lib.ps_end_utt(ps) < 0) throw new AsrError("EngineFailed", "ps_end_utt failed")
-          if (decode && fullPass) {
+          if (u.asr.lib.ps_end_utt(u.asr.ps) < 0) throw new AsrError("EngineFailed", "ps_end_utt failed")
+          let decoded = u.asr
+          if (fullPass) {
+            // No await from here to the words: sessions of this thread share the final decoder.
+            decoded = await pool.final()
             const whole = joinSamples(u.kept)
+            const { lib, ps } = decoded
             const searched = lib.ps_start_stream(ps) < 0 || lib.ps_start_utt(ps) < 0 ? -1 : lib.ps_process_raw(ps, whole, whole.length, 0, 1)
             // Always end the utterance, or the decoder refuses the next start.
             if (lib.ps_end_utt(ps) < 0 || searched < 0) throw new AsrError("EngineFailed", "the final pass failed")
           }
           const offsetMs = ms(u.startSample)
-          const words = decode
-            ? u.asr.words(ms(u.samples)).map((w) => ({ ...w, startMs: w.startMs + offsetMs, endMs: w.endMs + offsetMs }))
-            : []
+          const words = decoded.words(ms(u.samples)).map((w) => ({ ...w, startMs: w.startMs + offsetMs, endMs: w.endMs + offsetMs }))
           return { language, words, startMs: offsetMs, endMs: offsetMs + ms(u.samples) }
         } finally {
           pool.give(u.asr)
@@ -228,16 +277,14 @@ export const pocketSphinxStreaming = (options: PocketSphinxStreamingOptions = {}
         },
         commit: async () => {
           if (closed) throw new AsrError("EngineUnavailable", "the streaming decoder is closed")
-          return finish(true)
+          return finish()
         },
-        reset: () => {
-          finish(false)
-        },
+        reset: drop,
         close: () => {
           if (closed) return
           closed = true
           try {
-            finish(false)
+            drop()
           } finally {
             pool.sessions--
             pool.schedule()
