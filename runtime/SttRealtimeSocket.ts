@@ -6,7 +6,9 @@
  * Admission differs from the text-to-speech sockets on purpose: the SDK's realtime client reports
  * problems as messages (`auth_error`, `input_error`: connection.js emits AUTH_ERROR / INPUT_ERROR
  * for them, and only a generic ERROR for an HTTP refusal), so every refusal but WS_ENABLED=false
- * (HTTP 503) upgrades, sends its message and closes 1008. Credentials as on the TTS sockets:
+ * (HTTP 503) upgrades, sends its message and closes 1008. The upgrade is therefore always
+ * synchronous; the credential is checked first thing in the session's fiber, and chunks that
+ * arrive meanwhile wait in the inbox. Credentials as on the TTS sockets:
  * xi-api-key header or query, Authorization: Bearer (an API key, or an OAuth token holding the
  * `tts` scope, which covers transcription), else a `realtime_scribe` single-use token `?token=`.
  *
@@ -105,8 +107,9 @@ class ChunkInbox implements RealtimeInbox {
   })
 }
 
+/** What the upgrade decided without I/O: the configuration, or why the session cannot start. */
 type Admission =
-  | { readonly _tag: "Admitted"; readonly principal: Principal; readonly config: RealtimeConfig }
+  | { readonly _tag: "Configured"; readonly config: RealtimeConfig; readonly headers: Record<string, string>; readonly query: URLSearchParams }
   | { readonly _tag: "Refused"; readonly refusal: RealtimeRefusal }
 
 /** uWS copies user data property by property: the class instance travels in this wrapper. */
@@ -120,6 +123,8 @@ class Connection implements RealtimeSocket {
   readonly inbox = new ChunkInbox()
   readonly sessionId = randomUUID().replaceAll("-", "")
   done = false
+  /** Set once the credential was accepted (the revocation index reads it). */
+  principal: Principal | undefined
 
   constructor(readonly admission: Admission) {}
 
@@ -158,7 +163,7 @@ const refuseHttp = (res: uWS.HttpResponse, error: ApiError) =>
 
 export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
   const open = new Set<Connection>()
-  const keyOf = (conn: Connection) => (conn.admission._tag === "Admitted" ? conn.admission.principal.keyId : null)
+  const keyOf = (conn: Connection) => conn.principal?.keyId ?? null
 
   const authenticate = (headers: Record<string, string>, query: URLSearchParams) => {
     const credential = presentedCredential(headers) ?? nonEmpty(query.get("xi_api_key")) ?? nonEmpty(query.get("xi-api-key"))
@@ -170,21 +175,16 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
       : Effect.fail<unknown>(socketCredentialRequired())
   }
 
-  const admit = (headers: Record<string, string>, query: URLSearchParams): Effect.Effect<Admission> =>
-    Effect.gen(function*() {
-      const parsed = yield* Effect.try({ try: () => realtimeConfig(query), catch: (e) => e })
-      const principal = yield* authenticate(headers, query).pipe(
-        Effect.mapError((e) => new RealtimeRefusal("auth_error", toApiError(e).error.message))
-      )
+  /** The session's user, or the refusal (auth_error; a database outage: the generic error). */
+  const authorize = (headers: Record<string, string>, query: URLSearchParams): Effect.Effect<Principal, RealtimeRefusal> =>
+    authenticate(headers, query).pipe(
+      Effect.mapError((e) => {
+        const { error, kind } = toApiError(e)
+        return new RealtimeRefusal(kind === "outage" || kind === "defect" ? "error" : "auth_error", error.message)
+      }),
       // An OAuth token must hold the scope transcription uses; API keys hold every scope.
-      if (!principal.scopes.includes("tts")) return yield* Effect.fail(new RealtimeRefusal("auth_error", insufficientScope("tts").message))
-      return { _tag: "Admitted", principal, config: parsed } satisfies Admission
-    }).pipe(Effect.catch((e) =>
-      e instanceof RealtimeRefusal
-        ? Effect.succeed({ _tag: "Refused", refusal: e } satisfies Admission)
-        // A database outage while authenticating: the generic error, not a wrong key.
-        : Effect.succeed({ _tag: "Refused", refusal: new RealtimeRefusal("error", toApiError(e).error.message) } satisfies Admission)
-    ))
+      Effect.filterOrFail((p) => p.scopes.includes("tts"), () => new RealtimeRefusal("auth_error", insufficientScope("tts").message))
+    )
 
   const register = (app: uWS.TemplatedApp) =>
     Effect.gen(function*() {
@@ -223,22 +223,16 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
             refuseHttp(res, new ApiError({ status: 503, code: "websocket_disabled", message: "WebSocket sessions are switched off on this server (WS_ENABLED=false); use POST /v1/speech-to-text" }))
             return
           }
-          let aborted = false
-          let fiber: Fiber.Fiber<unknown, unknown> | undefined
-          res.onAborted(() => {
-            aborted = true
-            fiber?.interruptUnsafe()
-          })
-          // As on the TTS sockets (WebSocketServer.ts says why): upgrade synchronously when
-          // admission needed no I/O, cork only when it went async.
-          let insideHandler = true
-          fiber = runFork(Effect.map(admit(headers, query), (admission) => {
-            if (aborted) return
-            const upgrade = () => res.upgrade<SocketData>({ conn: new Connection(admission) }, key, protocol, extensions, context)
-            if (insideHandler) upgrade()
-            else res.cork(upgrade)
-          }))
-          insideHandler = false
+          // Always upgraded at once, inside this callback: refusals are messages on the socket, and
+          // the credential is checked in the session's fiber. (An upgrade after async work needs
+          // res.cork, which in this uWS build can close the new socket: WebSocketServer.ts.)
+          let admission: Admission
+          try {
+            admission = { _tag: "Configured", config: realtimeConfig(query), headers, query }
+          } catch (e) {
+            admission = { _tag: "Refused", refusal: e instanceof RealtimeRefusal ? e : new RealtimeRefusal("input_error", String(e)) }
+          }
+          res.upgrade<SocketData>({ conn: new Connection(admission) }, key, protocol, extensions, context)
         },
 
         open: (ws) => {
@@ -247,16 +241,20 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
           const admission = conn.admission
           if (admission._tag === "Refused") return conn.refuse(admission.refusal)
           open.add(conn)
-          // The key may have been deleted between its read and this open: check once.
-          revocations.recheck()
-          conn.fiber = runFork(runRealtimeTranscription({
-            config: admission.config,
-            sessionId: conn.sessionId,
-            userId: admission.principal.userId,
-            socket: conn,
-            inbox: conn.inbox,
-            maxSessionMs: options.maxSessionMs
-          }).pipe(
+          conn.fiber = runFork(authorize(admission.headers, admission.query).pipe(
+            Effect.flatMap((principal) => {
+              conn.principal = principal
+              // The key may have been deleted between its read and now: check once.
+              revocations.recheck()
+              return runRealtimeTranscription({
+                config: admission.config,
+                sessionId: conn.sessionId,
+                userId: principal.userId,
+                socket: conn,
+                inbox: conn.inbox,
+                maxSessionMs: options.maxSessionMs
+              })
+            }),
             Effect.catchCause((cause) => {
               if (Cause.hasInterruptsOnly(cause)) return Effect.void
               const failure = Cause.squash(cause)
