@@ -9,11 +9,15 @@
  * a stream costs whoever else runs; the service's figure is the whole process's CPU (the main
  * thread's conversion and posting, the worker's decoding). Each figure is the best of `REPEATS`. Run: `npx tsx bench/sttStreamingRtf.ts`.
  *
- *  - raw live: start_utt, process_raw per block, get_hyp every 160 ms, end_utt, the segments;
- *  - raw live + final: the same plus the whole-utterance pass the service's commit makes;
- *  - service: the same work as "raw live + final", through the pool's session port.
+ *  - raw live: start_utt, process_raw per block, get_hyp every 160 ms, end_utt, the segments
+ *    (what `finalPass: "live"` does);
+ *  - raw live + final: what the service does by default: the live pass on a decoder without
+ *    fwdflat (partials only), the whole utterance again on a second decoder at the commit;
+ *  - service: the same work as "raw live + final", through the pool's session port;
+ *  - memory per idle session: RSS of this process with 2 sessions open (each thread then holds
+ *    one spare decoder) and with IDLE more, none of which has said anything.
  */
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
 import { readFileSync } from "node:fs"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
 import { DITHER_SEED, ditheredInt16, PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
@@ -53,8 +57,10 @@ const best = async (f: () => Promise<void> | void): Promise<number> => {
 }
 
 const asr = await PocketSphinxAsr.load()
+const partialsOnly = await PocketSphinxAsr.load({ extraArgs: ["-fwdflat", "no"] })
 const raw = (finalPass: boolean) => () => {
-  const { lib, ps } = asr
+  const live = finalPass ? partialsOnly : asr
+  const { lib, ps } = live
   for (const pcm of recordings) {
     const dither = { seed: DITHER_SEED }
     const kept: Array<Int16Array> = []
@@ -79,10 +85,10 @@ const raw = (finalPass: boolean) => () => {
         whole.set(k, o)
         o += k.length
       }
-      lib.ps_start_stream(ps)
-      lib.ps_start_utt(ps)
-      lib.ps_process_raw(ps, whole, whole.length, 0, 1)
-      lib.ps_end_utt(ps)
+      asr.lib.ps_start_stream(asr.ps)
+      asr.lib.ps_start_utt(asr.ps)
+      asr.lib.ps_process_raw(asr.ps, whole, whole.length, 0, 1)
+      asr.lib.ps_end_utt(asr.ps)
     }
     asr.words((pcm.length * 1000) / 16000)
   }
@@ -91,6 +97,7 @@ const raw = (finalPass: boolean) => () => {
 const rawLive = await best(raw(false))
 const rawFinal = await best(raw(true))
 asr.dispose()
+partialsOnly.dispose()
 
 const runtime = ManagedRuntime.make(PoolStreamingRecognizer.layer().pipe(Layer.provideMerge(WorkerPool.layer({ workers: 1, maxQueue: 8, sessionsPerWorker: 1 }))))
 const service = await best(() =>
@@ -130,10 +137,28 @@ await runtime.runPromise(Effect.scoped(Effect.gen(function*() {
 })))
 await runtime.dispose()
 
+const IDLE = smoke ? 8 : 98
+const rssMb = () => process.memoryUsage().rss / 1e6
+const idle = ManagedRuntime.make(PoolStreamingRecognizer.layer().pipe(Layer.provideMerge(WorkerPool.layer({ workers: 2, maxQueue: 8, sessionsPerWorker: IDLE }))))
+const memory = await idle.runPromise(Effect.gen(function*() {
+  const s = yield* StreamingRecognizer
+  const scope = yield* Scope.make()
+  const open = (i: number) => s.open({ audioFormat: i % 2 === 0 ? "pcm_16000" : "ulaw_8000", language: "en" }, () => {}).pipe(Scope.provide(scope))
+  const first = [yield* open(0), yield* open(1)]
+  const stats = [yield* first[0]!.stats, yield* first[1]!.stats]
+  const base = rssMb()
+  for (let i = 0; i < IDLE; i++) yield* open(i)
+  const more = rssMb()
+  yield* Scope.close(scope, Exit.void)
+  return { base, more, decoders: stats.map((x) => x.decodersLive).join("+") }
+}))
+await idle.dispose()
+
 const row = (name: string, rtf: number) => console.log(`${name.padEnd(22)} RTF ${rtf.toFixed(3)}  (${(1 / rtf).toFixed(1)} streams per core at 1× real time)`)
 console.log(`${recordings.length} recordings, ${audioSeconds.toFixed(1)} s of audio, 100 ms blocks, best of ${REPEATS}`)
 row("raw live", rawLive)
 row("raw live + final pass", rawFinal)
 row("service (session)", service)
 console.log(`service / raw (same work): ${(service / rawFinal).toFixed(2)}×`)
-console.log(`commit latency (utterance → end_utt + final pass), best of ${REPEATS}: ${commits.join(", ")}`)
+console.log(`memory: RSS ${memory.base.toFixed(0)} MB with 2 sessions (decoders ${memory.decoders}), ${memory.more.toFixed(0)} MB with ${IDLE} idle ones more: ${(((memory.more - memory.base) * 1000) / IDLE).toFixed(0)} KB per idle session`)
+console.log(`commit latency (live end_utt + final pass), best of ${REPEATS}: ${commits.join(", ")}`)
