@@ -3,7 +3,7 @@
  * takes the socket's audio chunks in order, pays for them (RealtimeCharge.ts), hands them to a
  * streaming recognizer held for the session's life (engines/asr/StreamingRecognizer.ts), decides
  * commits (the client's `commit: true`, or Silero VAD: RealtimeVad.ts) and answers in the SDK's
- * messages. The wire (query, frames, messages) is protocol/ws/SttRealtimeFrames.ts; the socket
+ * messages (RealtimeMessages.ts). The wire is protocol/ws/SttRealtimeFrames.ts; the socket
  * and its inbox are runtime/SttRealtimeSocket.ts.
  *
  * Order of a session: the decoder is placed (SessionsFull: resource_exhausted; an unknown
@@ -21,8 +21,7 @@ import { Effect } from "effect"
 import { InputPcm } from "../engines/audio/InputPcm.ts"
 import { StreamingRecognizer, type StreamCommitted } from "../engines/asr/StreamingRecognizer.ts"
 import { Credits } from "../storage/Credits.ts"
-import { echoConfig, type RealtimeConfig, RealtimeRefusal, timestampedWords } from "../protocol/ws/SttRealtimeFrames.ts"
-import type { AudioChunk } from "../protocol/ws/SttRealtimeFrames.ts"
+import { type AudioChunk, echoConfig, type RealtimeConfig, RealtimeRefusal, timestampedWords } from "./RealtimeMessages.ts"
 import { makeRealtimeCharge } from "./RealtimeCharge.ts"
 import { makeRealtimeVad } from "./RealtimeVad.ts"
 

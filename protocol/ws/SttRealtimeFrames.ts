@@ -10,52 +10,14 @@
  * background filtering, logging) are accepted and echoed; README "Deviations" lists them.
  */
 import { INPUT_AUDIO_FORMATS, type InputAudioFormat, inputBytesPerSample, inputSampleRate, isInputAudioFormat } from "../../engines/audio/InputPcm.ts"
+import { type AudioChunk, type RealtimeConfig, type RealtimeErrorType, RealtimeRefusal } from "../../actors/RealtimeMessages.ts"
 import { toIso6391 } from "../TranscriptionOptions.ts"
 
-/** The SDK's error message types this service sends (connection.d.ts `ServerErrorMessage`). */
-export type RealtimeErrorType =
-  | "auth_error"
-  | "quota_exceeded"
-  | "input_error"
-  | "chunk_size_exceeded"
-  | "queue_overflow"
-  | "session_time_limit_exceeded"
-  | "resource_exhausted"
-  | "transcriber_error"
-  /** Anything else (a database outage): the SDK's generic error message. */
-  | "error"
-
-/** Why a session ends early: sent as `{message_type: type, error: message}`, then the close. */
-export class RealtimeRefusal extends Error {
-  readonly _tag = "RealtimeRefusal"
-  constructor(readonly type: RealtimeErrorType, message: string) {
-    super(message)
-  }
-}
+export { type AudioChunk, echoConfig, type RealtimeConfig, RealtimeRefusal, timestampedWords } from "../../actors/RealtimeMessages.ts"
 
 /** Close code after each error type (RFC 6455 7.4.1): 1009 too big, 1011 our fault, 1013 try later, else 1008. */
 export const realtimeCloseCode = (type: RealtimeErrorType): number =>
   type === "chunk_size_exceeded" ? 1009 : type === "transcriber_error" || type === "error" ? 1011 : type === "resource_exhausted" ? 1013 : 1008
-
-export type CommitStrategy = "manual" | "vad"
-
-export interface RealtimeConfig {
-  readonly modelId: string
-  readonly audioFormat: InputAudioFormat
-  readonly commitStrategy: CommitStrategy
-  readonly vadSilenceThresholdSecs: number
-  readonly vadThreshold: number
-  readonly minSpeechDurationMs: number
-  readonly minSilenceDurationMs: number
-  /** ISO 639-1, or undefined: the engine's own. */
-  readonly languageCode: string | undefined
-  readonly includeTimestamps: boolean
-  readonly includeLanguageDetection: boolean
-  /** Accepted, not used by PocketSphinx (README deviations). */
-  readonly keyterms: ReadonlyArray<string>
-  readonly noVerbatim: boolean
-  readonly enableLogging: boolean
-}
 
 /** ElevenLabs' defaults (the realtime API reference). */
 const DEFAULTS = { vadSilenceThresholdSecs: 1.5, vadThreshold: 0.4, minSpeechDurationMs: 100, minSilenceDurationMs: 100 }
@@ -106,37 +68,10 @@ export const realtimeConfig = (query: URLSearchParams): RealtimeConfig => {
   }
 }
 
-/** `session_started.config`, in the SDK's `Config` shape. */
-export const echoConfig = (c: RealtimeConfig) => ({
-  sample_rate: inputSampleRate(c.audioFormat),
-  audio_format: c.audioFormat,
-  language_code: c.languageCode ?? null,
-  commit_strategy: c.commitStrategy,
-  vad_silence_threshold_secs: c.vadSilenceThresholdSecs,
-  vad_threshold: c.vadThreshold,
-  min_speech_duration_ms: c.minSpeechDurationMs,
-  min_silence_duration_ms: c.minSilenceDurationMs,
-  model_id: c.modelId,
-  enable_logging: c.enableLogging,
-  include_timestamps: c.includeTimestamps,
-  include_language_detection: c.includeLanguageDetection,
-  keyterms: c.keyterms,
-  no_verbatim: c.noVerbatim
-})
-
 /** Most audio one chunk may carry, ms: the SDK's URL streaming sends 64 KiB pipe reads (2 s at 16 kHz). */
 export const MAX_CHUNK_AUDIO_MS = 5000
 /** Largest frame, bytes: 5 s at 48 kHz in base64 is 640 KB. Past it: chunk_size_exceeded. */
 export const MAX_REALTIME_FRAME_BYTES = 1024 * 1024
-
-export interface AudioChunk {
-  /** The chunk's bytes in the session's audio_format (maybe empty: a bare commit). */
-  readonly audio: Uint8Array
-  /** Duration of `audio`, ms. */
-  readonly audioMs: number
-  readonly commit: boolean
-  readonly previousText: string | undefined
-}
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
 
@@ -172,24 +107,5 @@ export const parseClientFrame = (text: string, format: InputAudioFormat): AudioC
     previousText: typeof f.previous_text === "string" ? f.previous_text : undefined
   }
 }
-
-/** ElevenLabs' word objects: words with a spacing between them, seconds on the session clock. */
-export interface RealtimeWord {
-  readonly text: string
-  readonly start: number
-  readonly end: number
-  readonly type: "word" | "spacing"
-  readonly logprob: number
-}
-
-const seconds = (ms: number) => Math.round(ms) / 1000
-
-export const timestampedWords = (words: ReadonlyArray<{ text: string; startMs: number; endMs: number; logprob: number }>): Array<RealtimeWord> =>
-  words.flatMap((w, i) => {
-    const word: RealtimeWord = { text: w.text, start: seconds(w.startMs), end: seconds(w.endMs), type: "word", logprob: w.logprob }
-    if (i === 0) return [word]
-    const before = words[i - 1]!
-    return [{ text: " ", start: seconds(before.endMs), end: seconds(w.startMs), type: "spacing", logprob: 0 } satisfies RealtimeWord, word]
-  })
 
 export const encodeMessage = (message: { readonly message_type: string } & Record<string, unknown>): string => JSON.stringify(message)
