@@ -204,3 +204,25 @@ t.test("property: random frame sequences never crash the service nor debit witho
   const debits = (await Effect.runPromise(service.credits.ledger(user.userId, { limit: 500 }))).filter((e) => e.kind === "debit")
   t.ok(debits.every((e) => e.purpose === "stt_realtime" && e.amount < 0), "only stt_realtime debits")
 })
+
+t.test("1,000 sessions opened and dropped: none left open, nothing reserved, the next one works", async (t) => {
+  const user = await service.newUser(1000)
+  // 20 at a time, each dropped without a close frame (half right after the upgrade, half after a chunk).
+  for (let batch = 0; batch < 50; batch++) {
+    await Promise.all(Array.from({ length: 20 }, async (_, i) => {
+      const ws = await open("model_id=m", { "xi-api-key": user.apiKey })
+      if (i % 2 === 1) ws.send(chunk(PCM.subarray(0, 3200)))
+      ws.destroy()
+    }))
+  }
+  const active = async () => Number(/^stt_realtime_sessions_active (\d+)/m.exec(await (await fetch(`${service.siteUrl}/metrics`)).text())?.[1])
+  for (let i = 0; i < 200 && (await active()) > 0; i++) await new Promise((r) => setTimeout(r, 50))
+  t.equal(await active(), 0, "every dropped session is gone")
+  await settled(user.userId)
+  t.equal(await reserved(user.userId), 0, "no reservation left")
+  t.equal(await ledgerSum(user.userId), (await balance(user.userId)) + (await reserved(user.userId)), "ledger sum = balance + reserved")
+  const ws = await open("model_id=m", { "xi-api-key": user.apiKey })
+  await started(ws)
+  t.pass("a new session starts")
+  ws.close()
+})
