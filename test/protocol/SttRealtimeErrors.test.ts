@@ -51,7 +51,7 @@ const refusedWith = async (t: Test, ws: WsClient, type: string, code: number) =>
 }
 
 t.test("bad query values: input_error then close, never a silent default", async (t) => {
-  for (const q of ["model_id=m&audio_format=mp3_44100", "model_id=m&commit_strategy=auto", "model_id=m&vad_threshold=2", "model_id=m&include_timestamps=yes", "audio_format=pcm_16000"]) {
+  for (const q of ["model_id=m&audio_format=mp3_44100", "model_id=m&commit_strategy=auto", "model_id=m&vad_threshold=2", "model_id=m&include_timestamps=yes", "audio_format=pcm_16000", "model_id=m&language_code=fr"]) {
     const ws = await open(q)
     await refusedWith(t, ws, "input_error", 1008)
   }
