@@ -18,86 +18,18 @@
  *    one spare decoder) and with IDLE more, none of which has said anything.
  */
 import { Effect, Exit, Layer, ManagedRuntime, Scope } from "effect"
-import { readFileSync } from "node:fs"
 import { int16ToBytesLE } from "../engines/audio/Pcm.ts"
-import { DITHER_SEED, ditheredInt16, PocketSphinxAsr } from "../engines/asr/PocketSphinxAsr.ts"
 import { PoolStreamingRecognizer, StreamingRecognizer } from "../engines/asr/StreamingRecognizer.ts"
 import { WorkerPool } from "../runtime/WorkerPool.ts"
+import { BLOCK, bestRtf, LIBRIVOX_IDS, librivoxPcm, processCpuSeconds as cpu, rawStreamingRtf } from "./sttStreamingRaw.ts"
 import { smoke } from "./support.ts"
 
-const DIR = "/usr/share/pocketsphinx/test/data/librivox"
-const IDS = smoke ? ["0880"] : ["0870", "0880", "0890", "0920", "0930"]
+const IDS = smoke ? ["0880"] : LIBRIVOX_IDS
 const REPEATS = smoke ? 1 : 3
-const BLOCK = 1600 // 100 ms at 16 kHz
-const HYP_EVERY = 2560 // 160 ms
 
-const pcmOf = (id: string): Int16Array => {
-  const bytes = readFileSync(`${DIR}/sense_and_sensibility_01_austen_64kb-${id}.wav`)
-  const at = bytes.indexOf("data", 12)
-  const body = bytes.subarray(at + 8, at + 8 + bytes.readUInt32LE(at + 4))
-  return new Int16Array(body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength))
-}
-const recordings = IDS.map(pcmOf)
-const audioSeconds = recordings.reduce((s, r) => s + r.length / 16000, 0)
-
-/** CPU seconds of this whole process (every thread). */
-const cpu = () => {
-  const u = process.cpuUsage()
-  return (u.user + u.system) / 1e6
-}
-
-const best = async (f: () => Promise<void> | void): Promise<number> => {
-  let min = Infinity
-  for (let i = 0; i < REPEATS; i++) {
-    const c0 = cpu()
-    await f()
-    min = Math.min(min, cpu() - c0)
-  }
-  return min / audioSeconds
-}
-
-const asr = await PocketSphinxAsr.load()
-const partialsOnly = await PocketSphinxAsr.load({ extraArgs: ["-fwdflat", "no"] })
-const raw = (finalPass: boolean) => () => {
-  const live = finalPass ? partialsOnly : asr
-  const { lib, ps } = live
-  for (const pcm of recordings) {
-    const dither = { seed: DITHER_SEED }
-    const kept: Array<Int16Array> = []
-    lib.ps_start_stream(ps)
-    lib.ps_start_utt(ps)
-    let since = 0
-    for (let at = 0; at < pcm.length; at += BLOCK) {
-      const block = ditheredInt16(pcm.subarray(at, Math.min(pcm.length, at + BLOCK)), dither)
-      if (finalPass) kept.push(block)
-      lib.ps_process_raw(ps, block, block.length, 0, 0)
-      since += block.length
-      if (since >= HYP_EVERY) {
-        since = 0
-        lib.ps_get_hyp(ps, [0])
-      }
-    }
-    lib.ps_end_utt(ps)
-    if (finalPass) {
-      const whole = new Int16Array(pcm.length)
-      let o = 0
-      for (const k of kept) {
-        whole.set(k, o)
-        o += k.length
-      }
-      asr.lib.ps_start_stream(asr.ps)
-      asr.lib.ps_start_utt(asr.ps)
-      asr.lib.ps_process_raw(asr.ps, whole, whole.length, 0, 1)
-      asr.lib.ps_end_utt(asr.ps)
-    }
-    asr.words((pcm.length * 1000) / 16000)
-  }
-}
-
-const rawLive = await best(raw(false))
-const rawFinal = await best(raw(true))
-asr.dispose()
-partialsOnly.dispose()
+const recordings = IDS.map(librivoxPcm)
+const { live: rawLive, liveAndFinal: rawFinal, audioSeconds } = await rawStreamingRtf(recordings, REPEATS)
+const best = (f: () => Promise<void> | void) => bestRtf(REPEATS, audioSeconds, f)
 
 const runtime = ManagedRuntime.make(PoolStreamingRecognizer.layer().pipe(Layer.provideMerge(WorkerPool.layer({ workers: 1, maxQueue: 8, sessionsPerWorker: 1 }))))
 const service = await best(() =>
