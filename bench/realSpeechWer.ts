@@ -40,10 +40,10 @@ export const realRecordings = (): Array<Recording> => {
   ]
 }
 
-const words = (text: string) => text.toLowerCase().replace(/[^a-z0-9' ]+/g, " ").split(/\s+/).filter((w) => w !== "")
+export const words = (text: string) => text.toLowerCase().replace(/[^a-z0-9' ]+/g, " ").split(/\s+/).filter((w) => w !== "")
 
 /** Word-level Levenshtein distance. */
-const edits = (ref: ReadonlyArray<string>, hyp: ReadonlyArray<string>): number => {
+export const edits = (ref: ReadonlyArray<string>, hyp: ReadonlyArray<string>): number => {
   let prev = Array.from({ length: hyp.length + 1 }, (_, j) => j)
   for (let i = 1; i <= ref.length; i++) {
     const row = [i]
@@ -58,7 +58,8 @@ const ffmpeg = (args: ReadonlyArray<string>) => execFileSync(ffmpegBinary(), ["-
 const rawEngine = (wav16k: string): string =>
   execFileSync("pocketsphinx_continuous", ["-infile", wav16k, "-logfn", "/dev/null"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim()
 
-const service = async (site: string, apiKey: string, file: string): Promise<string> => {
+/** The synchronous endpoint's text of one audio file. */
+export const syncTranscript = async (site: string, apiKey: string, file: string): Promise<string> => {
   const form = new FormData()
   form.append("model_id", "scribe_v1")
   form.append("file", new Blob([readFileSync(file)], { type: "audio/wav" }), path.basename(file))
@@ -92,7 +93,7 @@ export const measureRealSpeechWer = async (site: string, apiKey: string, recordi
           condition,
           referenceWords: ref.length,
           rawErrors: edits(ref, words(rawEngine(raw))),
-          serviceErrors: edits(ref, words(await service(site, apiKey, served)))
+          serviceErrors: edits(ref, words(await syncTranscript(site, apiKey, served)))
         })
       }
     }

@@ -109,3 +109,16 @@ export const threadCpuSeconds = (pid: number): { readonly main: number; readonly
   const main = statCpuSeconds(readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8"))
   return { main, others: cpuSeconds(pid) - main }
 }
+
+/** A user with plenty of credits in a benched service's database (runtime/admin.ts); its API key. */
+export const benchApiKey = (dataDir: string): string => {
+  const created = execFileSync(process.execPath, ["--import", "tsx", "runtime/admin.ts", "create-user", "--name", "bench", "--credits", "1000000000", "--json"], {
+    cwd: root,
+    env: { ...process.env, DATA_DIR: dataDir },
+    encoding: "utf8"
+  })
+  return (JSON.parse(created.trim().split("\n").at(-1)!) as { api_key: string }).api_key
+}
+
+/** VmRSS of a process, MB. */
+export const rssMb = (pid: number): number => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024
