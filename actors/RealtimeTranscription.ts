@@ -15,9 +15,15 @@
  * socket's inbox, whose bound is queue_overflow.
  *
  * Ends: the client closes (interrupt), or a RealtimeRefusal (sent, then the close). Either way
- * the scope's finalizers settle the credits of the accepted audio and free the decoder.
+ * the scope's finalizers free the decoder and settle the credits of the accepted audio. A client
+ * that closes right after its last chunks (the SDK's `url` option does: last chunk with
+ * `commit: true`, then close) is charged for all it sent: on an interruption the chunks still in
+ * the inbox are admitted (charged) before the settlement, without being decoded: the close
+ * handshake has ended the socket, so no transcript could reach the client anyway. A chunk
+ * leaves the inbox only in the same uninterruptible step that paid for it, so none is charged
+ * twice or slips through. A refusal charges none of them (the client was told to stop).
  */
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { InputPcm } from "../engines/audio/InputPcm.ts"
 import { StreamingRecognizer, type StreamCommitted } from "../engines/asr/StreamingRecognizer.ts"
 import { Credits } from "../storage/Credits.ts"
@@ -35,7 +41,12 @@ export interface RealtimeSocket {
 
 /** The socket's chunks in arrival order; a refusal the socket decided (bad frame, overflow) comes first. */
 export interface RealtimeInbox {
-  readonly take: Effect.Effect<AudioChunk, RealtimeRefusal>
+  /** The oldest chunk, once there is one; it stays in the inbox until `drop`. */
+  readonly peek: Effect.Effect<AudioChunk, RealtimeRefusal>
+  /** Removes the oldest chunk (the session has paid for it, or it had no audio). */
+  readonly drop: () => void
+  /** The chunks received and not dropped yet (charged when the client leaves before the session took them). */
+  readonly unread: () => ReadonlyArray<AudioChunk>
 }
 
 export interface RealtimeSessionOptions {
@@ -70,7 +81,13 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
   Effect.scoped(Effect.gen(function*() {
     const { config } = o
     const charge = makeRealtimeCharge(yield* Credits, o.userId, o.sessionId)
-    yield* Effect.addFinalizer(() => charge.end)
+    const admitUnread = Effect.gen(function*() {
+      for (const ms of o.inbox.unread().map((c) => c.audioMs)) {
+        // Stops at the first the balance cannot pay: the client is charged what it could pay.
+        if (ms > 0 && !(yield* charge.admit(ms))) return
+      }
+    }).pipe(Effect.orElseSucceed(() => undefined))
+    yield* Effect.addFinalizer((exit) => Effect.andThen(Exit.hasInterrupts(exit) ? admitUnread : Effect.void, charge.end))
     const recognizer = yield* StreamingRecognizer
     const rec = yield* recognizer.open(
       { audioFormat: config.audioFormat, language: config.languageCode },
@@ -103,13 +120,16 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
       let chunks = 0
       let sinceSyncMs = 0
       while (true) {
-        const chunk = yield* o.inbox.take
+        const chunk = yield* o.inbox.peek
+        if (chunk.audio.length === 0) o.inbox.drop()
         if (chunk.previousText !== undefined && chunks > 0) {
           return yield* Effect.fail(new RealtimeRefusal("input_error", "previous_text can only be sent with the first audio chunk"))
         }
         chunks++
         if (chunk.audio.length > 0) {
-          if (!(yield* charge.admit(chunk.audioMs))) {
+          // Paid and dropped in one step: an interruption finds it either unpaid in the inbox or gone.
+          const admitted = yield* Effect.uninterruptible(Effect.tap(charge.admit(chunk.audioMs), (ok) => Effect.sync(() => ok && o.inbox.drop())))
+          if (!admitted) {
             return yield* Effect.fail(new RealtimeRefusal("quota_exceeded", `the account's credits are spent: ${Math.ceil(charge.acceptedMs() / 1000)} s of audio were accepted and charged`))
           }
           yield* rec.push(chunk.audio)

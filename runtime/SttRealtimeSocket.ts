@@ -82,19 +82,23 @@ class ChunkInbox implements RealtimeInbox {
     this.notify()
   }
 
+  readonly unread = (): ReadonlyArray<AudioChunk> => [...this.items]
+
   private notify() {
     const wake = this.wake
     this.wake = undefined
     wake?.()
   }
 
-  readonly take: Effect.Effect<AudioChunk, RealtimeRefusal> = Effect.suspend(() => {
-    if (this.refusal !== undefined) return Effect.fail(this.refusal)
+  readonly drop = (): void => {
     const chunk = this.items.shift()
-    if (chunk !== undefined) {
-      this.queuedMs -= chunk.audioMs
-      return Effect.succeed(chunk)
-    }
+    if (chunk !== undefined) this.queuedMs -= chunk.audioMs
+  }
+
+  readonly peek: Effect.Effect<AudioChunk, RealtimeRefusal> = Effect.suspend(() => {
+    if (this.refusal !== undefined) return Effect.fail(this.refusal)
+    const chunk = this.items[0]
+    if (chunk !== undefined) return Effect.succeed(chunk)
     return Effect.andThen(
       Effect.callback<void>((resume) => {
         this.wake = () => resume(Effect.void)
@@ -102,7 +106,7 @@ class ChunkInbox implements RealtimeInbox {
           this.wake = undefined
         })
       }),
-      this.take
+      this.peek
     )
   })
 }

@@ -44,7 +44,11 @@ const db = useTestDatabaseWith(t, accountLayers())
 const chunkOf = (ms: number): AudioChunk => ({ audio: new Uint8Array(ms * 32), audioMs: ms, commit: false, previousText: undefined })
 
 /** An inbox that hands out `chunks` and then waits forever (a client that went quiet). */
-const inboxOf = (chunks: Array<AudioChunk>) => ({ take: Effect.suspend(() => (chunks.length > 0 ? Effect.succeed(chunks.shift()!) : Effect.never)) })
+const inboxOf = (chunks: Array<AudioChunk>) => ({
+  peek: Effect.suspend(() => (chunks.length > 0 ? Effect.succeed(chunks[0]!) : Effect.never)),
+  drop: () => void chunks.shift(),
+  unread: () => [...chunks]
+})
 
 const run = (userId: string, chunks: Array<AudioChunk>, crashAfter: number) => {
   const sent: Array<string> = []
