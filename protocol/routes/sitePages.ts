@@ -1,7 +1,8 @@
 /**
  * The site's other pages: `/` (what the service is), `/docs` (the OpenAPI document rendered
  * readably, protocol/site/ApiReference.ts), `/playground` (text-to-speech, speech-to-text and
- * cloning from the browser, with the session cookie as credential) and the static assets.
+ * cloning, and live transcription from the microphone, from the browser, with the session cookie as
+ * credential) and the static assets.
  */
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
@@ -19,7 +20,10 @@ const asset = (name: string) => readFileSync(new URL(`../site/assets/${name}`, i
 const ASSETS: Readonly<Record<string, { readonly type: string; readonly bytes: Uint8Array }>> = {
   "site.css": { type: "text/css; charset=utf-8", bytes: asset("site.css") },
   "site.js": { type: "text/javascript; charset=utf-8", bytes: asset("site.js") },
-  "playground.js": { type: "text/javascript; charset=utf-8", bytes: asset("playground.js") }
+  "playground.js": { type: "text/javascript; charset=utf-8", bytes: asset("playground.js") },
+  "playground-mic.js": { type: "text/javascript; charset=utf-8", bytes: asset("playground-mic.js") },
+  // The microphone's AudioWorklet module: same-origin, so the CSP's default-src 'self' admits it.
+  "mic-worklet.js": { type: "text/javascript; charset=utf-8", bytes: asset("mic-worklet.js") }
 }
 const PLAYGROUND = asset("playground.html").toString("utf8")
 
@@ -77,7 +81,7 @@ const client = new ElevenLabsClient({ apiKey: process.env.KEY, baseUrl: "${esc(o
           user: { email: s.user.email, name: s.user.name },
           csrfToken: s.session.csrfToken,
           meta: { "api-base": o.apiBase },
-          scripts: ["/static/playground.js"],
+          scripts: ["/static/playground.js", "/static/playground-mic.js"],
           body: PLAYGROUND
         }))))
   },
