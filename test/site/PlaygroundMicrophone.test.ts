@@ -4,8 +4,8 @@
  * goes through getUserMedia and the AudioWorklet, over the realtime socket opened with a
  * `realtime_scribe` single-use token the page mints with its session and CSRF token. A partial
  * shows, a committed line holds words of the recording, Stop ends the session and the developer
- * page's ledger shows the stt_realtime debit. Then the clear errors: a refused microphone and
- * an account without credits.
+ * page's ledger shows the stt_realtime debit. Then the clear errors: a refused microphone, an
+ * ended site session (the token is refused) and an account without credits.
  *
  * With SITE_SCREENSHOTS=<dir> it writes the microphone card at 1280 px and 375 px wide.
  */
@@ -123,7 +123,7 @@ t.test("microphone: a partial, then a committed line with the recording's words;
   t.same(errors, [], "no script errors")
 })
 
-t.test("errors in words: a refused microphone; an account without credits", async (t) => {
+t.test("errors in words: a refused microphone; an ended site session; an account without credits", async (t) => {
   const denied = await browser.newContext()
   t.teardown(() => denied.close())
   const p = await denied.newPage()
@@ -135,6 +135,16 @@ t.test("errors in words: a refused microphone; an account without credits", asyn
   await p.waitForFunction(() => document.getElementById("mic-status").classList.contains("error"))
   t.match(await p.locator("#mic-status").textContent(), /permission/iu, "a refused microphone says so")
   t.ok(await p.locator("#mic-start").isEnabled(), "and Start can be pressed again")
+
+  // The site session ends (signed out elsewhere, expired): minting the token gets 401.
+  await denied.clearCookies()
+  await p.evaluate(() => {
+    // Back to the real microphone: the refusal to test now is the service's.
+    delete navigator.mediaDevices.getUserMedia
+  })
+  await p.locator("#mic-start").click()
+  await p.waitForFunction(() => /session has ended/u.test(document.getElementById("mic-status").textContent ?? ""))
+  t.pass(`signed out: ${await p.locator("#mic-status").textContent()}`)
 
   const poor = await browser.newContext()
   t.teardown(() => poor.close())
