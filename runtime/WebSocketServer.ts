@@ -273,17 +273,24 @@ export const makeTtsWebSockets = (options: TtsWebSocketOptions): TtsWebSockets =
       ? options.consumeToken(token, "tts_websocket")
       : socketCredentialRequired()
 
+  /** An OAuth token must hold the synthesis scope; API keys hold every scope. */
+  const withTtsScope = <P extends { readonly scopes: ReadonlyArray<string> }>(principal: P) =>
+    principal.scopes.includes("tts") ? Effect.succeed(principal) : insufficientScope("tts")
+
   const admit = (voiceId: string, credential: string | undefined, language: string | undefined, mode: SessionMode, query: URLSearchParams) =>
     Effect.gen(function*() {
-      const principal = yield* authenticate(credential, presentedSocketToken(query))
-      // An OAuth token must hold the synthesis scope; API keys hold every scope.
-      if (!principal.scopes.includes("tts")) return yield* insufficientScope("tts")
+      const token = credential === undefined ? presentedSocketToken(query) : undefined
+      // A key (or no credential at all) is judged first, as always; a single-use token is spent
+      // last, once the rest of the upgrade is known to be admissible, so an upgrade refused for
+      // its voice, format or parameters leaves the token usable (it can be spent only once).
+      const keyed = token === undefined ? yield* Effect.flatMap(authenticate(credential, undefined), withTtsScope) : undefined
       const format = yield* Effect.try({ try: () => sessionFormat(mode, query.get("output_format") ?? undefined), catch: (e) => e })
       const idleTimeoutMs = yield* Effect.try({
         try: () => inactivityTimeoutMs(query.get("inactivity_timeout") ?? undefined, options.idleTimeoutMs),
         catch: (e) => e
       })
       const voice = yield* resolveSessionVoice(voiceId, language, options.defaultLanguage)
+      const principal = keyed ?? (yield* Effect.flatMap(authenticate(undefined, token), withTtsScope))
       return { principal, voice, mode, format, idleTimeoutMs } satisfies Admitted
     })
 

@@ -78,6 +78,22 @@ t.test("a realtime_scribe token opens no TTS session, and is not used up by the 
   t.equal(row[0]!.used, false)
 })
 
+t.test("an upgrade refused for its voice, format or parameters leaves the token unused (outside attack)", async (t) => {
+  const user = await service.newUser(100_000)
+  const token = await mint(user.apiKey)
+  const q = `token=${encodeURIComponent(token)}`
+  const refusals: Array<[string, number]> = [
+    [`${service.base}/text-to-speech/nope/stream-input?${q}`, 404],
+    [`${service.base}/text-to-speech/mari/stream-input?${q}&inactivity_timeout=abc`, 400],
+    [`${service.base}/text-to-speech/mari/stream-input?${q}&language=zz`, 400],
+    [`${service.base}/text-to-speech/mari/multi-stream-input?${q}&output_format=mp3_44100_128`, 415]
+  ]
+  for (const [url, status] of refusals) t.equal((await refused(url)).status, status, url.replace(token, "T"))
+  const ws = await connectWs(socketUrl(token))
+  if (isRefused(ws)) return t.fail(`the token was spent by a refused upgrade: ${ws.status} ${ws.body}`)
+  t.ok((await speak(t, ws, "Tere!")).some((f) => typeof f.audio === "string"), "the token still opens a session")
+})
+
 t.test("an expired token is refused", async (t) => {
   const user = await service.newUser(100_000)
   const token = await mint(user.apiKey)
