@@ -14,6 +14,14 @@
  * queues behind the audio), so audio arriving faster than the decoder decodes waits in the
  * socket's inbox, whose bound is queue_overflow.
  *
+ * Commit latency in `vad` mode: a commit decodes its utterance again as a whole (the final pass,
+ * PocketSphinxStreaming.ts), 0.5-1 s of CPU for 3-7 s of speech. So when the VAD says a pause
+ * began, the session asks the worker to PREPARE that pass (`rec.prepare`, in order after the
+ * audio pushed so far) while the silence threshold runs; the VAD's commit then takes the
+ * prepared words if no frame at or above vad_threshold came since (`commitPrepared`), else the
+ * plain commit. Audio arriving meanwhile goes on to the live decoder as always; a pause that
+ * ends in speech costs its prepared pass's CPU and nothing else.
+ *
  * Ends: the client closes (interrupt), or a RealtimeRefusal (sent, then the close). Either way
  * the scope's finalizers free the decoder and settle the credits of the accepted audio. A client
  * that closes right after its last chunks (the SDK's `url` option does: last chunk with
@@ -111,10 +119,17 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
         o.socket.send({ message_type: "committed_transcript_with_timestamps", text: c.text, language_code: c.language, words: timestampedWords(c.words) })
       }
     }
-    const commit = Effect.gen(function*() {
-      sendCommitted(yield* rec.commit)
-      vad?.reset()
-    })
+    /** The VAD's loud-frame count when the last prepare was sent; undefined: none for this utterance. */
+    let preparedAt: number | undefined
+    const commit = (prepared: boolean) =>
+      Effect.gen(function*() {
+        const asked = performance.now()
+        sendCommitted(yield* (prepared ? rec.commitPrepared : rec.commit))
+        // The commit's latency from the moment it was due (the VAD's threshold, or the client's commit).
+        yield* Effect.logDebug("realtime commit", { ms: Math.round(performance.now() - asked), prepared })
+        preparedAt = undefined
+        vad?.reset()
+      })
 
     const loop = Effect.gen(function*() {
       let chunks = 0
@@ -133,14 +148,22 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
             return yield* Effect.fail(new RealtimeRefusal("quota_exceeded", `the account's credits are spent: ${Math.ceil(charge.acceptedMs() / 1000)} s of audio were accepted and charged`))
           }
           yield* rec.push(chunk.audio)
-          if (vad !== undefined && pcm !== undefined && (yield* vad.push(pcm.push(chunk.audio)))) yield* commit
+          if (vad !== undefined && pcm !== undefined) {
+            if (yield* vad.push(pcm.push(chunk.audio))) {
+              yield* commit(preparedAt !== undefined && preparedAt === vad.loudFrames())
+            } else if (vad.paused() && preparedAt !== vad.loudFrames()) {
+              // A pause began (or began again after speech): its final pass starts now.
+              yield* rec.prepare
+              preparedAt = vad.loudFrames()
+            }
+          }
           sinceSyncMs += chunk.audioMs
           if (sinceSyncMs >= SYNC_EVERY_MS) {
             sinceSyncMs = 0
             yield* rec.stats
           }
         }
-        if (chunk.commit) yield* commit
+        if (chunk.commit) yield* commit(false)
       }
     })
     const timeLimit = Effect.sleep(o.maxSessionMs).pipe(

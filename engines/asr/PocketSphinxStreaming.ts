@@ -41,6 +41,14 @@
  * 32 KB per second of utterance held until the commit. `finalPass: "live"` keeps the live pass's
  * words (with fwdflat) and a cheap commit instead.
  *
+ * PREPARED FINAL PASS (`prepare`, the VAD's silence onset): the final pass runs on the samples
+ * kept so far while the pause lasts, and its words wait; a commit told that only silence came
+ * since (`prepared`) answers them after one ps_end_utt of the live decoder. They are the words of
+ * the utterance without its trailing silence: the final pass of the same samples a plain commit
+ * decodes, less that silence. A prepare is one synchronous full_utt call on this thread: the
+ * session's next audio waits behind it (and is decoded by the live decoder, never lost); if
+ * speech resumes its words are dropped, its CPU spent.
+ *
  * Toward dropping the final pass (not done): priming live CMN. sphinxbase's cmn_live_set is not
  * reachable through 5prealpha's public API, but within it, tried by hand on the five LibriVox
  * recordings (WER against their transcriptions): after the utterance's first second, end it
@@ -48,7 +56,7 @@
  * words 31.0 % WER against the synchronous 28.2 % (cold live pass 38.0 %), for ~1 s more
  * decoding per utterance and a commit of one ps_end_utt.
  */
-import { ASR_SAMPLE_RATE, AsrError, checkLanguage } from "./AsrEngine.ts"
+import { ASR_SAMPLE_RATE, AsrError, type AsrWord, checkLanguage } from "./AsrEngine.ts"
 import { DITHER_SEED, ditheredInt16, PocketSphinxAsr, type PocketSphinxOptions } from "./PocketSphinxAsr.ts"
 import type { StreamingAsrConfig, StreamingAsrEngine, StreamingCommit, StreamingDecoder } from "./StreamingAsr.ts"
 import { trimNativeHeap } from "../NativeHeap.ts"
@@ -198,6 +206,8 @@ interface Utterance {
   readonly dither: { seed: number }
   /** The dithered samples so far, for the final pass (none kept with finalPass "live"). */
   readonly kept: Array<Int16Array>
+  /** Words of the final pass over the samples kept at the last `prepare`, times from the utterance's start. */
+  prepared?: ReadonlyArray<AsrWord>
 }
 
 export const pocketSphinxStreaming = (options: PocketSphinxStreamingOptions = {}): StreamingAsrEngine & { readonly warm: () => Promise<void> } => {
@@ -226,25 +236,27 @@ export const pocketSphinxStreaming = (options: PocketSphinxStreamingOptions = {}
           pool.give(u.asr)
         }
       }
-      /** Ends the utterance: its words, from the final pass or the live one. */
-      const finish = async (): Promise<StreamingCommit> => {
+      /** The final pass over the utterance's kept samples: its words, times from the utterance's start. */
+      const finalPass = async (u: Utterance): Promise<ReadonlyArray<AsrWord>> => {
+        // No await from here to the words: sessions of this thread share the final decoder.
+        const decoded = await pool.final()
+        const whole = joinSamples(u.kept)
+        const { lib, ps } = decoded
+        const searched = lib.ps_start_stream(ps) < 0 || lib.ps_start_utt(ps) < 0 ? -1 : lib.ps_process_raw(ps, whole, whole.length, 0, 1)
+        // Always end the utterance, or the decoder refuses the next start.
+        if (lib.ps_end_utt(ps) < 0 || searched < 0) throw new AsrError("EngineFailed", "the final pass failed")
+        return decoded.words(ms(whole.length))
+      }
+      /** Ends the utterance: its words, from the final pass (prepared, or run now) or the live one. */
+      const finish = async (usePrepared: boolean): Promise<StreamingCommit> => {
         const u = utt
         utt = undefined
         if (u === undefined) return { language, words: [], startMs: ms(clock), endMs: ms(clock) }
         try {
           if (u.asr.lib.ps_end_utt(u.asr.ps) < 0) throw new AsrError("EngineFailed", "ps_end_utt failed")
-          let decoded = u.asr
-          if (fullPass) {
-            // No await from here to the words: sessions of this thread share the final decoder.
-            decoded = await pool.final()
-            const whole = joinSamples(u.kept)
-            const { lib, ps } = decoded
-            const searched = lib.ps_start_stream(ps) < 0 || lib.ps_start_utt(ps) < 0 ? -1 : lib.ps_process_raw(ps, whole, whole.length, 0, 1)
-            // Always end the utterance, or the decoder refuses the next start.
-            if (lib.ps_end_utt(ps) < 0 || searched < 0) throw new AsrError("EngineFailed", "the final pass failed")
-          }
+          const own = !fullPass ? u.asr.words(ms(u.samples)) : usePrepared && u.prepared !== undefined ? u.prepared : await finalPass(u)
           const offsetMs = ms(u.startSample)
-          const words = decoded.words(ms(u.samples)).map((w) => ({ ...w, startMs: w.startMs + offsetMs, endMs: w.endMs + offsetMs }))
+          const words = own.map((w) => ({ ...w, startMs: w.startMs + offsetMs, endMs: w.endMs + offsetMs }))
           return { language, words, startMs: offsetMs, endMs: offsetMs + ms(u.samples) }
         } finally {
           pool.give(u.asr)
@@ -275,9 +287,17 @@ export const pocketSphinxStreaming = (options: PocketSphinxStreamingOptions = {}
           }
           return u.hyp
         },
-        commit: async () => {
+        commit: async (o) => {
           if (closed) throw new AsrError("EngineUnavailable", "the streaming decoder is closed")
-          return finish()
+          return finish(o?.prepared === true)
+        },
+        prepare: async () => {
+          const u = utt
+          if (closed || !fullPass || u === undefined) return
+          u.prepared = undefined
+          const words = await finalPass(u)
+          // The utterance may have been committed or dropped while the final decoder was built.
+          if (utt === u) u.prepared = words
         },
         reset: drop,
         close: () => {

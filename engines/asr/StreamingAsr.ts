@@ -39,8 +39,19 @@ export interface StreamingDecoder {
    * seen enough new audio (PocketSphinx: every `partialEveryMs`).
    */
   readonly push: (pcm16k: Int16Array) => Promise<string>
-  /** Ends the utterance: its final words. Audio pushed afterwards starts the next one. */
-  readonly commit: () => Promise<StreamingCommit>
+  /**
+   * Ends the utterance: its final words. Audio pushed afterwards starts the next one.
+   * `prepared`: the caller knows that nothing but silence came since its last `prepare`, so the
+   * words prepared then may be answered (the utterance's span still covers all its audio).
+   */
+  readonly commit: (options?: { readonly prepared?: boolean }) => Promise<StreamingCommit>
+  /**
+   * A pause began: computes now what `commit` would answer for the audio so far, so that a
+   * commit at the end of the pause costs nothing (the session's VAD: silence onset → the
+   * silence threshold). The live decode goes on; the next `prepare` or commit replaces it.
+   * An engine without a separate final pass may do nothing.
+   */
+  readonly prepare: () => Promise<void>
   /** Drops the utterance in progress without decoding it further; the clock keeps running. */
   readonly reset: () => void
   /** Frees what the decoder holds (native memory); the decoder is unusable afterwards. Idempotent. */

@@ -39,6 +39,10 @@ export interface StreamingRecognition {
   readonly push: (audio: Uint8Array) => Effect.Effect<void, TranscriptionError | EngineError>
   /** Ends the utterance: its words. With nothing pushed since the last commit, no words. */
   readonly commit: Effect.Effect<StreamCommitted, TranscriptionError | EngineError>
+  /** A pause began (the VAD's silence onset): the worker computes the commit's words now, in order after the audio pushed so far. */
+  readonly prepare: Effect.Effect<void, TranscriptionError | EngineError>
+  /** `commit` answering the words of the last `prepare`: only for a caller that knows only silence came since. */
+  readonly commitPrepared: Effect.Effect<StreamCommitted, TranscriptionError | EngineError>
   /** Drops the utterance in progress. */
   readonly reset: Effect.Effect<void, TranscriptionError | EngineError>
   /** The hosting thread's sessions and decoders (tests, the bench). */
@@ -86,6 +90,8 @@ const make = (options: PoolStreamingRecognizerOptions) => Effect.map(Inference, 
           return session.send({ type: "audio", audio: own } satisfies StreamMessage, [own.buffer]).pipe(Effect.mapError(transcriptionFromEngine))
         },
         commit: call<StreamCommitted>({ type: "commit" }),
+        prepare: session.send({ type: "prepare" } satisfies StreamMessage).pipe(Effect.mapError(transcriptionFromEngine)),
+        commitPrepared: call<StreamCommitted>({ type: "commit", prepared: true }),
         reset: session.send({ type: "reset" } satisfies StreamMessage).pipe(Effect.mapError(transcriptionFromEngine)),
         stats: call<StreamStats>({ type: "stats" }),
         done: session.done.pipe(Effect.mapError(transcriptionFromEngine))

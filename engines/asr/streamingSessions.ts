@@ -9,7 +9,9 @@
  * Messages (in order, one at a time):
  *  - send `{ type: "audio", audio }`: bytes in the session's format (a Uint8Array; moving its
  *    buffer saves a copy). May emit `{ type: "partial", text }`.
- *  - call `{ type: "commit" }` → `StreamCommitted`.
+ *  - call `{ type: "commit", prepared? }` → `StreamCommitted` (`prepared`: only silence came since
+ *    the last `prepare`, whose words may be answered: StreamingAsr.ts).
+ *  - send `{ type: "prepare" }`: a pause began, the commit's words are computed now.
  *  - send `{ type: "reset" }`: drops the utterance in progress.
  *  - call `{ type: "stats" }` → `StreamStats` (tests, the bench).
  */
@@ -38,7 +40,8 @@ export interface StreamInit {
 
 export type StreamMessage =
   | { readonly type: "audio"; readonly audio: Uint8Array }
-  | { readonly type: "commit" }
+  | { readonly type: "commit"; readonly prepared?: boolean }
+  | { readonly type: "prepare" }
   | { readonly type: "reset" }
   | { readonly type: "stats" }
 
@@ -112,10 +115,13 @@ const openStream = async (init: StreamInit, ctx: SessionContext): Promise<Sessio
             return undefined
           }
           case "commit": {
-            const committed = await decoder.commit()
+            const committed = await decoder.commit({ prepared: m.prepared === true })
             lastPartial = ""
             return { ...committed, text: committed.words.map((w) => w.text).join(" ") } satisfies StreamCommitted
           }
+          case "prepare":
+            await decoder.prepare()
+            return undefined
           case "reset":
             decoder.reset()
             lastPartial = ""

@@ -32,6 +32,8 @@ const crashingRecognizer = (crashAfter: number) =>
               if (++pushes === crashAfter) crash()
             }),
           commit: Effect.succeed({ language: "en", text: "", words: [], startMs: 0, endMs: 0 }),
+          prepare: Effect.void,
+          commitPrepared: Effect.succeed({ language: "en", text: "", words: [], startMs: 0, endMs: 0 }),
           reset: Effect.void,
           stats: Effect.never,
           done: Effect.andThen(Effect.promise(() => crashed), Effect.fail(new TranscriptionError({ reason: "EngineFailed", message: "the recognition engine's worker thread failed" })))

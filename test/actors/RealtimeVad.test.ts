@@ -20,6 +20,25 @@ t.test("speech then enough silence commits once; short silence does not", async 
   t.notOk(d.feed(frames(2000, 0.05)), "and not again without new speech")
 })
 
+t.test("a pause to prepare the commit for: after counted speech and half the threshold of silence; loud frames counted", async (t) => {
+  const d = new VadCommitDetector(options) // threshold 500 ms: prepare after min(400, 250) ms
+  d.feed(frames(320, 0.05))
+  t.notOk(d.paused, "silence before any speech is no pause")
+  d.feed(frames(640, 0.9))
+  const loud = d.loudFrames
+  t.equal(loud, 20, "20 frames at or above the threshold")
+  d.feed(frames(128, 0.05))
+  t.notOk(d.paused, "128 ms after the speech: not yet")
+  d.feed(frames(160, 0.05))
+  t.ok(d.paused, "288 ms ≥ 250 ms of silence after counted speech: a pause")
+  t.equal(d.loudFrames, loud, "silence does not move the count")
+  d.feed(frames(64, 0.9))
+  t.notOk(d.paused, "speech again ends the pause")
+  t.ok(d.loudFrames > loud, "and moves the count (a pause prepared before it is stale)")
+  t.ok(d.feed(frames(640, 0.05)), "the commit")
+  t.notOk(d.paused, "a commit starts a new utterance: no pause")
+})
+
 t.test("a blip shorter than min_speech_duration_ms is noise", async (t) => {
   const d = new VadCommitDetector(options)
   t.notOk(d.feed([...frames(64, 0.9), ...frames(2000, 0.05)]), "64 ms of speech < 100 ms: no commit")

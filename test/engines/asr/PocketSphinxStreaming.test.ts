@@ -64,3 +64,48 @@ t.test("reset and close give the decoder back", async (t) => {
   t.equal(pocketSphinxDecoderStats().inUse, 0, "close mid-utterance gives it back")
   await t.rejects(d.push(B.subarray(0, 160)), "a closed decoder refuses audio")
 })
+
+const silence = new Int16Array(24000) // 1.5 s: a VAD commit's default silence threshold
+const joined = (...parts: Array<Int16Array>) => {
+  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}
+const text = (c: { words: ReadonlyArray<{ text: string }> }) => c.words.map((w) => w.text).join(" ")
+
+t.test("a prepared final pass (the VAD's pause) commits the words a plain commit gives", async (t) => {
+  for (const [name, pcm] of [["0870", A], ["0930", C], ["0870 µ-law", phone(A)]] as const) {
+    const plain = engine.open({ sampleRate: 16000, language: "en" })
+    await feed(plain, joined(pcm, silence))
+    const expected = await plain.commit()
+    plain.close()
+    const early = engine.open({ sampleRate: 16000, language: "en" })
+    await feed(early, pcm)
+    await early.prepare()
+    // The silence threshold runs: more audio reaches the live decoder after the prepare.
+    await feed(early, silence)
+    const got = await early.commit({ prepared: true })
+    early.close()
+    // The prepared pass decodes the utterance up to its pause: the synchronous recognizer's words of
+    // that audio. A plain commit decodes the trailing silence too, which moves whole-utterance CMN:
+    // with 1.5 s of digital silence its words differ (printed), which is why they are not the bar.
+    t.equal(text(got), await syncText(pcm), `${name}: the synchronous words of the audio up to the pause (${text(got)})`)
+    t.comment(`${name}: a plain commit of the same stream (1.5 s of digital silence included): "${text(expected)}"`)
+    t.same([got.startMs, got.endMs], [expected.startMs, expected.endMs], "the utterance spans all its audio, the silence included")
+  }
+})
+
+t.test("speech resumed after a prepare is not lost: the plain commit decodes all of it", async (t) => {
+  const d = engine.open({ sampleRate: 16000, language: "en" })
+  await feed(d, A)
+  await d.prepare()
+  await feed(d, B)
+  const got = await d.commit()
+  d.close()
+  t.equal(text(got), await syncText(joined(A, B)), `the words of both parts (${text(got)})`)
+  t.ok(got.words.at(-1)!.endMs > (A.length / 16), "its last words are in the resumed speech")
+})
