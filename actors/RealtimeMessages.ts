@@ -16,6 +16,8 @@ export type RealtimeErrorType =
   | "session_time_limit_exceeded"
   | "resource_exhausted"
   | "transcriber_error"
+  /** No audio for STT_REALTIME_IDLE_S: the session gives its recognizer place back. */
+  | "insufficient_audio_activity"
   /** Anything else (a database outage): the SDK's generic error message. */
   | "error"
 

@@ -346,7 +346,9 @@ export const startServer = Effect.gen(function*() {
     enabled: config.wsEnabled,
     authenticate,
     consumeToken: socketTokenConsumer(yield* SingleUseTokens),
-    maxSessionMs: config.sttRealtimeMaxSessionS * 1000
+    maxSessionMs: config.sttRealtimeMaxSessionS * 1000,
+    idleMs: config.sttRealtimeIdleS * 1000,
+    balance: users.balance
   })
   // The realtime sessions' recognizer: long-lived decoder sessions on the same pool.
   const streamingRecognizer = yield* Layer.build(PoolStreamingRecognizer.layer({

@@ -18,6 +18,10 @@
  * session) is queue_overflow. Partials are skipped while the client has not read PARTIAL_LOW_WATER
  * bytes; a client that leaves MAX_UNREAD_BYTES unread is closed (1008).
  * Revocation: a deleted key ends its sessions (`key_revoked` error, 1008), as on the TTS sockets.
+ * Recognizer places are few (STT_SESSIONS_PER_WORKER a thread), so a session must pay and speak
+ * to keep one: a user without a credit is refused at the start (quota_exceeded), and a session
+ * that sends no audio for STT_REALTIME_IDLE_S ends with insufficient_audio_activity (uWS's own idle
+ * timeout does not see it: the automatic pings keep an idle socket alive).
  */
 import { randomUUID } from "node:crypto"
 import uWS from "@based/uws"
@@ -49,7 +53,14 @@ export interface SttRealtimeOptions {
   readonly consumeToken?: ConsumeSocketToken
   /** STT_REALTIME_MAX_SESSION_S in ms. */
   readonly maxSessionMs: number
+  /** STT_REALTIME_IDLE_S in ms: a session without audio this long ends (insufficient_audio_activity). */
+  readonly idleMs: number
+  /** The user's balance, credits: a session starts only with at least one. */
+  readonly balance: (userId: string) => Effect.Effect<number, unknown>
 }
+
+/** How often sessions are checked for silence on the wire, ms (an idle one ends within idleMs plus this, at most). */
+const IDLE_SWEEP_MS = 1_000
 
 /** Audio that may wait for the session, ms: beyond it, queue_overflow. */
 export const MAX_BACKLOG_MS = 10_000
@@ -129,6 +140,8 @@ class Connection implements RealtimeSocket {
   done = false
   /** Set once the credential was accepted (the revocation index reads it). */
   principal: Principal | undefined
+  /** When audio last arrived (or the socket opened), ms since the epoch. */
+  lastAudioAt = Date.now()
 
   constructor(readonly admission: Admission) {}
 
@@ -187,7 +200,16 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
         return new RealtimeRefusal(kind === "outage" || kind === "defect" ? "error" : "auth_error", error.message)
       }),
       // An OAuth token must hold the scope transcription uses; API keys hold every scope.
-      Effect.filterOrFail((p) => p.scopes.includes("tts"), () => new RealtimeRefusal("auth_error", insufficientScope("tts").message))
+      Effect.filterOrFail((p) => p.scopes.includes("tts"), () => new RealtimeRefusal("auth_error", insufficientScope("tts").message)),
+      // A session holds a scarce recognizer place from its start: one that could never pay
+      // for a second of audio is not given one (an outside attack held every place with a
+      // 0-credit key).
+      Effect.tap((p) =>
+        options.balance(p.userId).pipe(
+          Effect.mapError((e) => new RealtimeRefusal("error", toApiError(e).error.message)),
+          Effect.filterOrFail((credits) => credits >= 1, () => new RealtimeRefusal("quota_exceeded", "the account has no credits left for speech-to-text (one credit per started second of audio)"))
+        )
+      )
     )
 
   const register = (app: uWS.TemplatedApp) =>
@@ -205,6 +227,16 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
           }
         }
       })
+      const sweep = setInterval(() => {
+        const now = Date.now()
+        for (const conn of open) {
+          if (now - conn.lastAudioAt > options.idleMs) {
+            conn.inbox.refuse(new RealtimeRefusal("insufficient_audio_activity", `no audio for ${options.idleMs / 1000} s: the session ended to free its recognizer; send audio continuously (silence too) to keep a session`))
+          }
+        }
+      }, Math.min(IDLE_SWEEP_MS, options.idleMs))
+      sweep.unref()
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(sweep)))
       app.ws<SocketData>(`${options.apiBase}/speech-to-text/realtime`, {
         compression: uWS.DISABLED,
         maxPayloadLength: UWS_MAX_PAYLOAD,
@@ -284,7 +316,9 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
           // Copied out now: uWS neuters the ArrayBuffer when this callback returns.
           const text = Buffer.from(message).toString("utf8")
           try {
-            conn.inbox.offer(parseClientFrame(text, conn.admission.config.audioFormat))
+            const chunk = parseClientFrame(text, conn.admission.config.audioFormat)
+            if (chunk.audio.byteLength > 0) conn.lastAudioAt = Date.now()
+            conn.inbox.offer(chunk)
           } catch (e) {
             conn.inbox.refuse(e instanceof RealtimeRefusal ? e : new RealtimeRefusal("input_error", String(e)))
           }
