@@ -115,3 +115,13 @@ t.test("a NUL in the query string is a 400 on every route, those outside the Ope
     t.match(((await res.json()) as { detail: { message: string } }).detail.message, /NUL character/, `${path}: says why`)
   }
 })
+
+t.test("a NUL nested deep is refused with its path's two ends, not the whole path (outside attack: a 300 KB 400)", async (t) => {
+  const depth = 100_000
+  const body = `${"{\"a\":".repeat(depth)}"x\\u0000y"${"}".repeat(depth)}`
+  const res = await fetch(`${service.base}/recognition/uploads`, { method: "POST", headers: { "xi-api-key": user.apiKey, "content-type": "application/json" }, body })
+  const text = await res.text()
+  t.equal(res.status, 400)
+  t.ok(text.length < 1000, `a short answer (${text.length} bytes)`)
+  t.match(JSON.parse(text), { detail: { message: /^request body is refused: \$\.a\.a.*….*\.a\.a contains the NUL character/ } })
+})
