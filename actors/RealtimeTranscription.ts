@@ -65,6 +65,13 @@ export interface RealtimeSessionOptions {
   readonly inbox: RealtimeInbox
   /** session_time_limit_exceeded after this long, ms. */
   readonly maxSessionMs: number
+  /**
+   * Audio without a commit after which the session commits by itself, ms (STT_REALTIME_MAX_UTTERANCE_S).
+   * A commit decodes its utterance again as a whole on the session's worker thread, between that
+   * thread's other tasks: an outside attack streamed 238 s without a commit, and its commit held
+   * the thread for 57 s while a TTS request on it timed out.
+   */
+  readonly maxUtteranceMs: number
 }
 
 /** Any failure of the session as the message its client gets. */
@@ -121,8 +128,11 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
     }
     /** The VAD's loud-frame count when the last prepare was sent; undefined: none for this utterance. */
     let preparedAt: number | undefined
+    /** Audio pushed since the last commit, ms. */
+    let utteranceMs = 0
     const commit = (prepared: boolean) =>
       Effect.gen(function*() {
+        utteranceMs = 0
         const asked = performance.now()
         sendCommitted(yield* (prepared ? rec.commitPrepared : rec.commit))
         // The commit's latency from the moment it was due (the VAD's threshold, or the client's commit).
@@ -148,6 +158,7 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
             return yield* Effect.fail(new RealtimeRefusal("quota_exceeded", `the account's credits are spent: ${Math.ceil(charge.acceptedMs() / 1000)} s of audio were accepted and charged`))
           }
           yield* rec.push(chunk.audio)
+          utteranceMs += chunk.audioMs
           if (vad !== undefined && pcm !== undefined) {
             if (yield* vad.push(pcm.push(chunk.audio))) {
               yield* commit(preparedAt !== undefined && preparedAt === vad.loudFrames())
@@ -163,7 +174,7 @@ export const runRealtimeTranscription = (o: RealtimeSessionOptions) =>
             yield* rec.stats
           }
         }
-        if (chunk.commit) yield* commit(false)
+        if (chunk.commit || utteranceMs >= o.maxUtteranceMs) yield* commit(false)
       }
     })
     const timeLimit = Effect.sleep(o.maxSessionMs).pipe(

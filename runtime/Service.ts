@@ -348,6 +348,7 @@ export const startServer = Effect.gen(function*() {
     consumeToken: socketTokenConsumer(yield* SingleUseTokens),
     maxSessionMs: config.sttRealtimeMaxSessionS * 1000,
     idleMs: config.sttRealtimeIdleS * 1000,
+    maxUtteranceMs: config.sttRealtimeMaxUtteranceS * 1000,
     balance: users.balance
   })
   // The realtime sessions' recognizer: long-lived decoder sessions on the same pool.

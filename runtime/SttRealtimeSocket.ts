@@ -53,6 +53,8 @@ export interface SttRealtimeOptions {
   readonly consumeToken?: ConsumeSocketToken
   /** STT_REALTIME_MAX_SESSION_S in ms. */
   readonly maxSessionMs: number
+  /** STT_REALTIME_MAX_UTTERANCE_S in ms. */
+  readonly maxUtteranceMs: number
   /** STT_REALTIME_IDLE_S in ms: a session without audio this long ends (insufficient_audio_activity). */
   readonly idleMs: number
   /** The user's balance, credits: a session starts only with at least one. */
@@ -288,7 +290,8 @@ export const makeSttRealtimeSocket = (options: SttRealtimeOptions) => {
                 userId: principal.userId,
                 socket: conn,
                 inbox: conn.inbox,
-                maxSessionMs: options.maxSessionMs
+                maxSessionMs: options.maxSessionMs,
+                maxUtteranceMs: options.maxUtteranceMs
               })
             }),
             Effect.catchCause((cause) => {

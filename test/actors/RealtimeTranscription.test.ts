@@ -60,7 +60,8 @@ const run = (userId: string, chunks: Array<AudioChunk>, crashAfter: number) => {
     userId,
     socket: { send: (m) => void sent.push(m.message_type), sendPartial: () => {} },
     inbox: inboxOf(chunks),
-    maxSessionMs: 3_600_000
+    maxSessionMs: 3_600_000,
+    maxUtteranceMs: 20_000
   }).pipe(
     Effect.flip,
     Effect.provide(crashingRecognizer(crashAfter)),
