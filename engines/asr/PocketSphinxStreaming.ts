@@ -60,6 +60,7 @@ import { ASR_SAMPLE_RATE, AsrError, type AsrWord, checkLanguage } from "./AsrEng
 import { DITHER_SEED, ditheredInt16, PocketSphinxAsr, type PocketSphinxOptions } from "./PocketSphinxAsr.ts"
 import type { StreamingAsrConfig, StreamingAsrEngine, StreamingCommit, StreamingDecoder } from "./StreamingAsr.ts"
 import { trimNativeHeap } from "../NativeHeap.ts"
+import { joinBlocks } from "../audio/Pcm.ts"
 
 export interface PocketSphinxStreamingOptions {
   readonly pocketsphinx?: PocketSphinxOptions
@@ -182,17 +183,6 @@ export const pocketSphinxDecoderStats = (): { readonly live: number; readonly in
 }
 
 /** The hypothesis as words: no pronunciation variants (`word(2)`), no fillers (`<sil>`, `[NOISE]`). */
-const joinSamples = (parts: ReadonlyArray<Int16Array>): Int16Array => {
-  if (parts.length === 1) return parts[0]!
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
-
 const wordText = (hyp: string | null): string =>
   (hyp ?? "").split(/\s+/).filter((w) => w !== "" && !/^<.*>$|^\[.*\]$|^\+\+.*\+\+$/.test(w)).map((w) => w.replace(/\(\d+\)$/, "")).join(" ")
 
@@ -240,7 +230,7 @@ export const pocketSphinxStreaming = (options: PocketSphinxStreamingOptions = {}
       const finalPass = async (u: Utterance): Promise<ReadonlyArray<AsrWord>> => {
         // No await from here to the words: sessions of this thread share the final decoder.
         const decoded = await pool.final()
-        const whole = joinSamples(u.kept)
+        const whole = joinBlocks(u.kept)
         const { lib, ps } = decoded
         const searched = lib.ps_start_stream(ps) < 0 || lib.ps_start_utt(ps) < 0 ? -1 : lib.ps_process_raw(ps, whole, whole.length, 0, 1)
         // Always end the utterance, or the decoder refuses the next start.

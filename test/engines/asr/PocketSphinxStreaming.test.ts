@@ -8,7 +8,7 @@
 import t from "tap"
 import { mulawEncode } from "../../../engines/audio/Mulaw.ts"
 import { InputPcm } from "../../../engines/audio/InputPcm.ts"
-import { floatToInt16, int16ToFloat } from "../../../engines/audio/Pcm.ts"
+import { concatInt16, floatToInt16, int16ToFloat } from "../../../engines/audio/Pcm.ts"
 import { resample } from "../../../engines/audio/Resampler.ts"
 import { PocketSphinxAsr } from "../../../engines/asr/PocketSphinxAsr.ts"
 import { pocketSphinxDecoderStats, pocketSphinxStreaming } from "../../../engines/asr/PocketSphinxStreaming.ts"
@@ -66,15 +66,7 @@ t.test("reset and close give the decoder back", async (t) => {
 })
 
 const silence = new Int16Array(24000) // 1.5 s: a VAD commit's default silence threshold
-const joined = (...parts: Array<Int16Array>) => {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
+const joined = (...parts: Array<Int16Array>) => concatInt16(parts)
 const text = (c: { words: ReadonlyArray<{ text: string }> }) => c.words.map((w) => w.text).join(" ")
 
 t.test("a prepared final pass (the VAD's pause) commits the words a plain commit gives", async (t) => {

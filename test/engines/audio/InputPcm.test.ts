@@ -6,21 +6,13 @@
 import t from "tap"
 import { INPUT_AUDIO_FORMATS, InputPcm, inputBytesPerSample, inputSampleRate, isInputAudioFormat } from "../../../engines/audio/InputPcm.ts"
 import { mulawEncode, mulawToLinear } from "../../../engines/audio/Mulaw.ts"
-import { int16ToBytesLE } from "../../../engines/audio/Pcm.ts"
+import { concatInt16, int16ToBytesLE } from "../../../engines/audio/Pcm.ts"
 import { mulberry32 } from "../../../engines/audio/Prng.ts"
 
 const tone = (rate: number, hz: number, seconds: number): Int16Array =>
   Int16Array.from({ length: Math.round(rate * seconds) }, (_, i) => Math.round(12000 * Math.sin((2 * Math.PI * hz * i) / rate)))
 
-const join = (parts: ReadonlyArray<Int16Array>): Int16Array => {
-  const out = new Int16Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
+const join = concatInt16
 
 /** Cuts `bytes` at random places (1..max bytes, odd lengths included) and converts piece by piece. */
 const streamed = (format: (typeof INPUT_AUDIO_FORMATS)[number], bytes: Uint8Array, seed: number, max: number): Int16Array => {
