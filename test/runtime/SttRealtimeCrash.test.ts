@@ -5,9 +5,12 @@
  * process is started on the same database (the same embedded directory, or the same PostgreSQL
  * schema). README "Realtime speech-to-text", Credits: the dead process's reservations are given
  * back by the instance sweep (at start-up on the same host), at most its last minute of audio
- * uncharged and nothing charged twice. Here no session reached a settlement (a minute of audio),
- * so every user must have exactly the credits they started with, no reservation, no
- * `stt_realtime` debit, and a ledger that sums to balance + reserved.
+ * uncharged and nothing charged twice. None of the 20 reached a settlement (a minute of audio),
+ * so their users must have exactly the credits they started with, no reservation, no
+ * `stt_realtime` debit, and a ledger that sums to balance + reserved. A 21st session, of a user
+ * of its own, has streamed 65 s before the kill (5 s chunks, each committed and answered before
+ * the next: paced by events): its first minute was settled, its last 5 s reserved; after the
+ * restart it keeps exactly the one debit of 60, the reservation is back.
  *
  * Waits for events only: the sessions' first partial transcripts (the decode is live), the
  * fixture's answers, the child's exit. The audio is paced by the partials (each one lets the
@@ -72,8 +75,8 @@ const startChild = async (t: { teardown: (fn: () => unknown) => void }, env: Rec
 const settingsFor = async (t: { teardown: (fn: () => unknown) => void }): Promise<Record<string, string>> => {
   const dataDir = await freshEmbeddedDataDir()
   t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }))
-  // 2 × 10 recognizer sessions: room for all 20 (the default is 4 a worker).
-  const base = { DATA_DIR: dataDir, WORKERS: "2", STT_SESSIONS_PER_WORKER: "10" }
+  // 2 × 11 recognizer sessions: room for all 21 (the default is 4 a worker).
+  const base = { DATA_DIR: dataDir, WORKERS: "2", STT_SESSIONS_PER_WORKER: "11" }
   if (testDatabaseMode() === "embedded") return base
   return { ...base, DATABASE_URL: await isolatedDatabaseUrl(t, process.env.DATABASE_URL!) }
 }
@@ -107,6 +110,28 @@ const stream = async (port: number, apiKey: string): Promise<{ readonly ws: WsCl
   return { ws, ended }
 }
 
+/** 65 s of speech in 5 s chunks, each committed and its transcript awaited; resolves with the session id, the socket left open. */
+const settledMinute = async (port: number, apiKey: string): Promise<string> => {
+  const ws = await connectWs(`http://127.0.0.1:${port}/api/v1/speech-to-text/realtime?model_id=m&audio_format=pcm_16000`, { "xi-api-key": apiKey })
+  if (isRefused(ws)) throw new Error(`refused: ${ws.status} ${ws.body}`)
+  const started = await ws.nextJson(120_000)
+  const looped = Buffer.concat([PCM, PCM])
+  for (let i = 0; i < 13; i++) {
+    const at = (i * 160_000) % PCM.length
+    ws.send({ message_type: "input_audio_chunk", audio_base_64: looped.subarray(at, at + 160_000).toString("base64"), commit: true, sample_rate: 16000 })
+    for (;;) {
+      const m = await ws.nextJson(180_000)
+      if (m.message_type === "committed_transcript") break
+      if ("close" in m || m.error !== undefined) throw new Error(`the long session ended: ${JSON.stringify(m)}`)
+    }
+  }
+  // The socket's further messages are of no interest; the process dies with it open.
+  void (async () => {
+    for (;;) if ("close" in (await ws.nextJson(600_000).catch(() => ({ close: 0 })))) return
+  })()
+  return started.session_id as string
+}
+
 t.test("SIGKILL during 20 live realtime sessions: the restarted service gives every reservation back, nothing charged", async (t) => {
   const settings = await settingsFor(t)
   const first = await startChild(t, settings)
@@ -115,6 +140,10 @@ t.test("SIGKILL during 20 live realtime sessions: the restarted service gives ev
     const credits = START_CREDITS + i
     users.push({ ...(await first.ask(`user ${credits}`)) as { userId: string; apiKey: string }, credits })
   }
+  const long = { ...(await first.ask(`user ${START_CREDITS}`)) as { userId: string; apiKey: string } }
+  const longSession = await settledMinute(first.port, long.apiKey)
+  const longDuring = await first.ask(`balance ${long.userId}`)
+  t.same([longDuring.balance, longDuring.reserved], [START_CREDITS - 60 - (5 + REALTIME_AHEAD_CREDITS), 5 + REALTIME_AHEAD_CREDITS], "65 s: a minute settled, 5 s and a minute ahead reserved")
   const sockets = await Promise.all(users.flatMap((u) => Array.from({ length: SESSIONS_PER_USER }, () => stream(first.port, u.apiKey))))
   t.equal(sockets.length, USERS * SESSIONS_PER_USER, "20 sessions decoding (each has sent a partial transcript)")
 
@@ -138,6 +167,11 @@ t.test("SIGKILL during 20 live realtime sessions: the restarted service gives ev
     t.equal(ledger.sum, after.balance + after.reserved, `user ${i}: ledger sum = balance + reserved`)
     t.same(ledger.debits.filter((d) => d.purpose === CreditPurpose.sttRealtime), [], `user ${i}: no stt_realtime debit (no session reached a settlement)`)
   }
+  const longAfter = await second.ask(`balance ${long.userId}`)
+  const longLedger = await second.ask(`ledger ${long.userId}`) as { sum: number; debits: Array<{ reference: string | null; amount: number }> }
+  t.same([longAfter.balance, longAfter.reserved], [START_CREDITS - 60, 0], "the 65 s session: its settled minute stays charged, its reservation is back")
+  t.same(longLedger.debits.map((d) => [d.reference, d.amount]), [[longSession, -60]], "one debit of 60 for it: nothing charged twice")
+  t.equal(longLedger.sum, longAfter.balance, "its ledger sum = balance + reserved")
   second.process.kill("SIGTERM")
   await second.exited
 })
