@@ -9,25 +9,13 @@
  */
 import t from "tap"
 import { startTestService } from "../support/service.ts"
-import { connectWs, isRefused, type WsClient } from "../support/wsClient.ts"
+import { messageTypesUntil, openRealtime, openStarted } from "../support/realtimeClient.ts"
 
 const service = await startTestService(t, { WORKERS: "1", STT_SESSIONS_PER_WORKER: "1", STT_REALTIME_IDLE_S: "1" })
 
-const open = async (apiKey: string): Promise<WsClient> => {
-  const ws = await connectWs(`${service.base}/speech-to-text/realtime?model_id=m`, { "xi-api-key": apiKey })
-  if (isRefused(ws)) throw new Error(`refused: ${ws.status}`)
-  return ws
-}
-
-/** Message types up to `type` or the close, partials left out. */
-const until = async (ws: WsClient, type: string) => {
-  const seen: Array<string> = []
-  for (;;) {
-    const m = await ws.nextJson()
-    if (m.message_type !== "partial_transcript") seen.push(m.message_type ?? `close ${m.close}`)
-    if (m.message_type === type || "close" in m) return seen
-  }
-}
+const open = (apiKey: string) => openRealtime(service.base, apiKey)
+const started = (apiKey: string) => openStarted(service.base, apiKey)
+const until = messageTypesUntil
 
 t.test("a user without credits is refused at the start and holds no place", async (t) => {
   const broke = await service.newUser(0)
@@ -35,17 +23,17 @@ t.test("a user without credits is refused at the start and holds no place", asyn
   t.same(await until(ws, "quota_exceeded"), ["quota_exceeded"])
   t.match(await ws.nextJson(), { close: 1008 })
   const paying = await service.newUser(100)
-  const next = await open(paying.apiKey)
-  t.same(await until(next, "session_started"), ["session_started"], "the only place is free")
+  const next = await started(paying.apiKey)
+  t.pass("the only place is free: a paying user's session starts")
   next.close()
 })
 
 t.test("a session without audio ends with insufficient_audio_activity and frees its place", async (t) => {
   const user = await service.newUser(100)
-  const idle = await open(user.apiKey)
-  t.same(await until(idle, "insufficient_audio_activity"), ["session_started", "insufficient_audio_activity"])
+  const idle = await started(user.apiKey)
+  t.same(await until(idle, "insufficient_audio_activity"), ["insufficient_audio_activity"])
   t.match(await idle.nextJson(), { close: 1008 })
-  const next = await open(user.apiKey)
-  t.same(await until(next, "session_started"), ["session_started"], "the place is free again")
+  const next = await started(user.apiKey)
+  t.pass("the place is free again: a new session starts")
   next.close()
 })
