@@ -82,11 +82,15 @@ export class ChunkInbox implements RealtimeInbox {
   private refusal: RealtimeRefusal | undefined
   private wake: (() => void) | undefined
   /**
-   * Since when the session has waited on an empty inbox, ms since the epoch; undefined while it
-   * has work (a chunk to take, or a commit it is answering). Only this wait counts as the
-   * client's silence: a session whose commit is queued behind the service's backlog is not idle
-   * (the bench saw 2 of 10 such sessions cut).
+   * The client's silence, as the idle rule counts it: the time the session has waited on an
+   * empty inbox since the last audio arrived. The clock runs only while the session waits
+   * (`waitingSince`), so time spent decoding or answering a commit queued behind the service's
+   * backlog is not silence (the bench saw 2 of 10 sessions cut while their commits waited); only
+   * audio sets it back to 0, so bare commits cannot hold a place (an outside check held one for
+   * good with a commit every 25 s).
    */
+  private silentMs = 0
+  /** Since when the session has waited on an empty inbox, ms since the epoch; undefined while it works. */
   private waitingSince: number | undefined = Date.now()
 
   offer(chunk: AudioChunk): void {
@@ -95,14 +99,16 @@ export class ChunkInbox implements RealtimeInbox {
     }
     this.items.push(chunk)
     this.queuedMs += chunk.audioMs
-    // Audio or a commit is the client at work; an empty frame is not (it would keep any session alive).
-    if (chunk.audio.byteLength > 0 || chunk.commit) this.waitingSince = undefined
+    const now = Date.now()
+    if (this.waitingSince !== undefined) this.silentMs += now - this.waitingSince
+    this.waitingSince = undefined // the session has work until it asks for more
+    if (chunk.audio.byteLength > 0) this.silentMs = 0
     this.notify()
   }
 
-  /** How long the session has waited for audio on an empty inbox, ms (0 while it has work). */
+  /** The client's silence at `now`, ms (see `silentMs`). */
   idleFor(now: number): number {
-    return this.waitingSince === undefined ? 0 : now - this.waitingSince
+    return this.silentMs + (this.waitingSince === undefined ? 0 : now - this.waitingSince)
   }
 
   refuse(refusal: RealtimeRefusal): void {

@@ -167,13 +167,17 @@ t.test("a crashed thread fails only the recognitions it hosted", async (t) => {
     const commits = yield* Effect.forEach(spared, (r) => r.commit)
     return { ends, commits, doomed: doomed.length, spared: spared.length }
   })))
-  t.equal(outcome.doomed, 2, "two recognitions shared the crashed thread")
+  // Placement is by the fewest sessions among threads that have announced their host; a thread
+  // that announces late (a busy machine) leaves 3 + 1 instead of 2 + 2, so the bomb (placed
+  // on the emptier thread) shares it with one or two recognitions (seen in CI: 3 + 1).
+  t.ok(outcome.doomed >= 1 && outcome.doomed <= 2, `recognitions shared the crashed thread (${outcome.doomed})`)
+  t.equal(outcome.doomed + outcome.spared, 4)
   for (const end of outcome.ends) {
     t.ok(Exit.isFailure(end), "each of them ends in failure")
     t.match(JSON.stringify(end), /TranscriptionError/, "as TranscriptionError (the actor's transcriber_error)")
     t.match(JSON.stringify(end), /EngineFailed/)
   }
-  t.equal(outcome.spared, 2)
+  t.ok(outcome.spared >= 2, "the others were on the other thread")
   for (const c of outcome.commits) t.match(c.text, /ill disposed|young man/, `a recognition on the other thread commits its words (${c.text})`)
 })
 
